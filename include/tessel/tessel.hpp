@@ -7,3 +7,4 @@
 #include "tessel/core/print.hpp"
 #include "tessel/core/shape.hpp"
 #include "tessel/core/tensor.hpp"
+#include "tessel/random.hpp"

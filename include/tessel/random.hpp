@@ -1,0 +1,6 @@
+#pragma once
+// tessel::random: JAX's threefry PRNG (keys, split, fold_in, bits) and its samplers, bit-exact with
+// jax.random in its default partitionable mode. See random/key.hpp and random/distributions.hpp.
+#include "tessel/random/distributions.hpp"
+#include "tessel/random/key.hpp"
+#include "tessel/random/threefry.hpp"
