@@ -10,6 +10,7 @@
 // Messages name the operation, the shapes, the rule broken and the fix.
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 #include "tessel/core/fixed_string.hpp"
@@ -37,20 +38,30 @@ consteval auto message_part() {
   return part;
 }
 
+template <fixed_string Message, class Parts>
+struct parts_error;
 template <fixed_string Message, std::size_t... Part>
-constexpr void raise_in_parts(std::index_sequence<Part...>) {
-  (void)sizeof(compile_error<message_part<Message, Part>()...>);
+struct parts_error<Message, std::index_sequence<Part...>> {
+  using type = compile_error<message_part<Message, Part>()...>;
+};
+
+template <fixed_string Message>
+consteval auto error_type() {
+#if defined(__clang__)
+  constexpr std::size_t parts = (Message.size() + message_part_length - 1) / message_part_length;
+  return std::type_identity<typename parts_error<Message, std::make_index_sequence<parts>>::type>{};
+#else
+  return std::type_identity<compile_error<Message>>{};
+#endif
 }
 }  // namespace detail
 
+// `raise<"message">();` reports the message where it is written. A class, not a function, so that the
+// report happens at once (function bodies may be instantiated only at the end of the translation
+// unit, after errors that the broken rule causes further on).
 template <fixed_string Message>
-constexpr void raise() {
-#if defined(__clang__)
-  constexpr std::size_t parts = (Message.size() + detail::message_part_length - 1) / detail::message_part_length;
-  detail::raise_in_parts<Message>(std::make_index_sequence<parts>{});
-#else
-  (void)sizeof(compile_error<Message>);
-#endif
-}
+struct raise : decltype(detail::error_type<Message>())::type {
+  constexpr raise() = default;
+};
 
 }  // namespace tessel

@@ -206,9 +206,9 @@ constexpr broadcast_result<RA, RB> broadcast_dims(const dims_t<RA>& a, const dim
   return r;
 }
 
-namespace detail {
+// True, or a compile error naming both operands: A and B broadcast together (NumPy's rule).
 template <fixed_string Op, class A, class B>
-consteval auto broadcast_impl() {
+consteval bool broadcasts() {
   using sa = shape_of<A>;
   using sb = shape_of<B>;
   constexpr auto r = broadcast_dims<sa::rank, sb::rank>(sa::dims, sb::dims);
@@ -226,7 +226,20 @@ consteval auto broadcast_impl() {
       return m;
     }>()>();
   }
-  return std::type_identity<shape_from<r.dims>>{};
+  return r.ok;
+}
+
+namespace detail {
+template <fixed_string Op, class A, class B>
+consteval auto broadcast_impl() {
+  using sa = shape_of<A>;
+  using sb = shape_of<B>;
+  constexpr auto r = broadcast_dims<sa::rank, sb::rank>(sa::dims, sb::dims);
+  if constexpr (broadcasts<Op, A, B>()) {
+    return std::type_identity<shape_from<r.dims>>{};
+  } else {
+    return std::type_identity<sa>{};
+  }
 }
 }  // namespace detail
 

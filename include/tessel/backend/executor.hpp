@@ -1,0 +1,435 @@
+#pragma once
+// Runs a plan on the host. The plan is constant data; this code is instantiated once, not per program:
+// kernels call each primitive's tile functions through its descriptor.
+//
+// One arena per run holds the plan's intermediate buffers (plan.arena_bytes, a constant) and each
+// thread's scratch (tiles, rows, GEMM panels); nothing is allocated inside kernels.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "tessel/backend/gemm.hpp"
+#include "tessel/backend/thread_pool.hpp"
+#include "tessel/core/bfloat16.hpp"
+#include "tessel/plan/plan.hpp"
+#include "tessel/prim/dot_general.hpp"
+
+namespace tessel::backend {
+
+inline constexpr std::size_t tile_elements = 1024;
+inline constexpr std::size_t parallel_grain_elements = 16 * 1024;
+
+// Storage <-> tile: bf16 widens to float; other dtypes are the same bytes.
+inline void load_tile(ir::dtype_code dtype, const void* storage, std::size_t n, void* tile) {
+  if (dtype == ir::dtype_code::bf16) {
+    const auto* s = static_cast<const std::uint16_t*>(storage);
+    auto* t = static_cast<std::uint32_t*>(tile);
+    for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::uint32_t>(s[i]) << 16;
+  } else {
+    std::memcpy(tile, storage, n * ir::bytes_of(dtype));
+  }
+}
+inline void store_tile(ir::dtype_code dtype, const void* tile, std::size_t n, void* storage) {
+  if (dtype == ir::dtype_code::bf16) {
+    const auto* t = static_cast<const float*>(tile);
+    auto* s = static_cast<std::uint16_t*>(storage);
+    for (std::size_t i = 0; i < n; ++i) s[i] = bfloat16::round_to_bits(t[i]);
+  } else {
+    std::memcpy(storage, tile, n * ir::bytes_of(dtype));
+  }
+}
+inline std::size_t tile_bytes(ir::dtype_code dtype) { return dtype == ir::dtype_code::pred ? 1 : 4; }
+
+inline void splat(const ir::node& literal, ir::dtype_code dtype, std::size_t n, void* tile) {
+  const double v = literal.attr.scalar;
+  switch (dtype) {
+    case ir::dtype_code::f32:
+    case ir::dtype_code::bf16: std::fill_n(static_cast<float*>(tile), n, static_cast<float>(v)); break;
+    case ir::dtype_code::s32: std::fill_n(static_cast<std::int32_t*>(tile), n, static_cast<std::int32_t>(v)); break;
+    case ir::dtype_code::u32: std::fill_n(static_cast<std::uint32_t*>(tile), n, static_cast<std::uint32_t>(v)); break;
+    case ir::dtype_code::pred: std::fill_n(static_cast<bool*>(tile), n, v != 0); break;
+  }
+}
+
+// Elements [first, first + n) of broadcast_in_dim node b, read from its operand's storage.
+inline void gather_broadcast(const ir::node& b, const ir::node& operand, const void* storage, std::size_t first,
+                             std::size_t n, void* tile) {
+  const std::size_t elem = ir::bytes_of(operand.dtype);
+  const std::size_t osize = operand.shape.size();
+  const auto* src = static_cast<const unsigned char*>(storage);
+  std::array<unsigned char, 4> widened{};
+  auto put = [&](std::size_t i, std::size_t source) {
+    if (operand.dtype == ir::dtype_code::bf16) {
+      std::uint16_t h;
+      std::memcpy(&h, src + source * 2, 2);
+      const std::uint32_t w = static_cast<std::uint32_t>(h) << 16;
+      std::memcpy(static_cast<unsigned char*>(tile) + i * 4, &w, 4);
+    } else {
+      std::memcpy(static_cast<unsigned char*>(tile) + i * elem, src + source * elem, elem);
+    }
+  };
+  (void)widened;
+  if (osize == 1) {
+    for (std::size_t i = 0; i < n; ++i) put(i, 0);
+    return;
+  }
+  // Strides of the result's axes into the operand (0 where broadcast).
+  std::array<std::size_t, ir::max_rank> operand_strides{}, stride_of_axis{};
+  std::size_t s = 1;
+  for (std::size_t i = operand.shape.rank; i-- > 0;) {
+    operand_strides[i] = s;
+    s *= operand.shape.d[i];
+  }
+  for (std::size_t i = 0; i < operand.shape.rank; ++i)
+    if (operand.shape.d[i] != 1) stride_of_axis[static_cast<std::size_t>(b.attr.ints[i])] = operand_strides[i];
+  const std::size_t rank = b.shape.rank;
+  std::array<std::size_t, ir::max_rank> index{};
+  std::size_t rest = first, source = 0;
+  for (std::size_t axis = rank; axis-- > 0;) {
+    index[axis] = rest % b.shape.d[axis];
+    rest /= b.shape.d[axis];
+    source += index[axis] * stride_of_axis[axis];
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    put(i, source);
+    for (std::size_t axis = rank; axis-- > 0;) {
+      source += stride_of_axis[axis];
+      if (++index[axis] < b.shape.d[axis]) break;
+      source -= stride_of_axis[axis] * index[axis];
+      index[axis] = 0;
+    }
+  }
+}
+
+template <std::size_t N, std::size_t O>
+class executor {
+ public:
+  using plan_type = plan::plan<N, O>;
+
+  executor(const plan_type& p, const void* const* parameters, void* const* outputs)
+      : p_(p), parameters_(parameters), outputs_(outputs) {}
+
+  void run() {
+    thread_pool& pool = thread_pool::host();
+    threads_ = pool.size();
+    scratch_per_thread_ = scratch_bytes();
+    const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + plan::arena_alignment;
+    std::unique_ptr<unsigned char, aligned_delete> arena(static_cast<unsigned char*>(::operator new(total, std::align_val_t{64})));
+    arena_ = arena.get();
+    scratch_ = arena_ + (p_.arena_bytes + plan::arena_alignment - 1) / plan::arena_alignment * plan::arena_alignment;
+    for (int k = 0; k < p_.kernel_count; ++k) run_kernel(p_.kernels[static_cast<std::size_t>(k)], k, pool);
+    for (std::size_t o = 0; o < O; ++o) {
+      const int id = p_.program.outputs[o];
+      const int first = p_.output_index[static_cast<std::size_t>(id)];
+      if (first != static_cast<int>(o)) std::memcpy(outputs_[o], outputs_[first], p_.bytes(id));
+    }
+  }
+
+ private:
+  struct aligned_delete {
+    void operator()(unsigned char* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+
+  const ir::node& nd(int id) const { return p_.node(id); }
+
+  // Where a materialised node's storage is.
+  void* storage(int id) const {
+    const auto i = static_cast<std::size_t>(id);
+    const ir::node& n = nd(id);
+    if (p_.output_index[i] >= 0 && n.prim->kind != ir::prim_kind::parameter) return outputs_[p_.output_index[i]];
+    if (n.prim->kind == ir::prim_kind::parameter) return const_cast<void*>(parameters_[n.attr.ints[0]]);
+    return arena_ + p_.arena_offset[i];
+  }
+
+  std::size_t scratch_bytes() const {
+    std::size_t most = 0;
+    for (int k = 0; k < p_.kernel_count; ++k) {
+      const plan::kernel& kr = p_.kernels[static_cast<std::size_t>(k)];
+      const std::size_t members = static_cast<std::size_t>(kr.member_count) + ir::max_operands;
+      std::size_t need = members * tile_elements * 4 + tile_elements * 4;
+      if (kr.kind == plan::kernel_kind::row) need = members * (kr.inner + 16) * 4;
+      if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
+      if (kr.kind == plan::kernel_kind::contraction) {
+        const prim::dot_layout d = prim::layout_of(nd(kr.dot), nd(nd(kr.dot).operand(0)), nd(nd(kr.dot).operand(1)));
+        need += gemm_scratch::bytes + gemm_blocking::mc * d.n * 4;
+      }
+      most = std::max(most, (need + 63) / 64 * 64);
+    }
+    return most;
+  }
+
+  // The slot of node id among kernel kr's members, or -1.
+  int slot_of(const plan::kernel& kr, int id) const {
+    for (int m = 0; m < kr.member_count; ++m)
+      if (p_.members[static_cast<std::size_t>(kr.first_member + m)] == id) return m;
+    return -1;
+  }
+
+  // Computes the members of a loop-shaped kernel on flat range [first, first + n); tiles[m] receives
+  // member m. `given` (optional) supplies the contraction's result for the dot member.
+  void eval_members(const plan::kernel& kr, std::size_t first, std::size_t n, unsigned char* tiles, std::size_t stride,
+                    const void** tile_of, const float* given) const {
+    for (int m = 0; m < kr.member_count; ++m) {
+      const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
+      const ir::node& node = nd(id);
+      void* out = tiles + static_cast<std::size_t>(m) * stride;
+      tile_of[m] = out;
+      switch (node.prim->kind) {
+        case ir::prim_kind::contraction: tile_of[m] = given; break;
+        case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
+        case ir::prim_kind::broadcast: broadcast_into(kr, node, first, n, out, tile_of); break;
+        case ir::prim_kind::reshape: tile_of[m] = operand_tile(kr, node.operand(0), node.dtype, first, n, out, tile_of); break;
+        default: {
+          // Operands outside the kernel are read in place or converted into spare tiles after the members.
+          const void* in[ir::max_operands];
+          unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
+          for (std::size_t a = 0; a < node.arity; ++a)
+            in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
+          node.prim->evaluate(node, in, out, n);
+        }
+      }
+    }
+  }
+
+  // A tile of node id's values on [first, first + n): a member's tile, the storage itself when no
+  // conversion is needed, or a copy into `spare`.
+  const void* operand_tile(const plan::kernel& kr, int id, ir::dtype_code dtype, std::size_t first, std::size_t n, void* spare,
+                           const void** tile_of) const {
+    const int m = slot_of(kr, id);
+    if (m >= 0) return tile_of[m];
+    const ir::node& operand = nd(id);
+    if (operand.prim->kind == ir::prim_kind::literal) {
+      splat(operand, dtype, n, spare);
+      return spare;
+    }
+    const auto* base = static_cast<const unsigned char*>(storage(id));
+    if (operand.dtype != ir::dtype_code::bf16) return base + first * ir::bytes_of(operand.dtype);
+    load_tile(operand.dtype, base + first * 2, n, spare);
+    return spare;
+  }
+
+  void broadcast_into(const plan::kernel& kr, const ir::node& b, std::size_t first, std::size_t n, void* out, const void** tile_of) const {
+    const int source = b.operand(0);
+    const ir::node& operand = nd(source);
+    const int m = slot_of(kr, source);
+    if (m >= 0) {  // a row kernel's per-row scalar spread over the row
+      const std::size_t bytes = tile_bytes(b.dtype);
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<unsigned char*>(out) + i * bytes, tile_of[m], bytes);
+    } else if (operand.prim->kind == ir::prim_kind::literal) {
+      splat(operand, b.dtype, n, out);
+    } else {
+      gather_broadcast(b, operand, storage(source), first, n, out);
+    }
+  }
+
+  void store_root(const plan::kernel& kr, std::size_t first, std::size_t n, const void** tile_of) const {
+    const int m = slot_of(kr, kr.root);
+    const ir::node& root = nd(kr.root);
+    store_tile(root.dtype, tile_of[m], n, static_cast<unsigned char*>(storage(kr.root)) + first * ir::bytes_of(root.dtype));
+  }
+
+  unsigned char* thread_scratch(std::size_t t) const { return scratch_ + t * scratch_per_thread_; }
+
+  void run_kernel(const plan::kernel& kr, int index, thread_pool& pool) {
+    (void)index;
+    switch (kr.kind) {
+      case plan::kernel_kind::loop: run_loop(kr, pool); break;
+      case plan::kernel_kind::row: run_row(kr, pool); break;
+      case plan::kernel_kind::column: run_column(kr, pool); break;
+      case plan::kernel_kind::contraction: run_contraction(kr, pool); break;
+      case plan::kernel_kind::layout:
+      case plan::kernel_kind::generic: run_whole(kr); break;
+      case plan::kernel_kind::copy: run_copy(kr); break;
+    }
+  }
+
+  void run_loop(const plan::kernel& kr, thread_pool& pool) const {
+    const std::size_t size = nd(kr.root).shape.size();
+    const std::size_t tiles = (size + tile_elements - 1) / tile_elements;
+    pool.parallel_for(tiles, parallel_grain_elements / tile_elements, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      unsigned char* tiles_mem = thread_scratch(t);
+      const void* tile_of[plan_type::max_members];
+      for (std::size_t tile = begin; tile < end; ++tile) {
+        const std::size_t first = tile * tile_elements;
+        const std::size_t n = std::min(tile_elements, size - first);
+        eval_members(kr, first, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
+        store_root(kr, first, n, tile_of);
+      }
+    });
+  }
+
+  void run_row(const plan::kernel& kr, thread_pool& pool) const {
+    const std::size_t inner = kr.inner;
+    const std::size_t stride = (inner + 16) * 4;
+    const std::size_t grain = std::max<std::size_t>(1, parallel_grain_elements / std::max<std::size_t>(inner, 1));
+    pool.parallel_for(kr.outer, grain, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      unsigned char* tiles = thread_scratch(t);
+      const void* tile_of[plan_type::max_members];
+      for (std::size_t o = begin; o < end; ++o) {
+        for (int m = 0; m < kr.member_count; ++m) {
+          const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
+          const ir::node& node = nd(id);
+          const bool full = node.shape == kr.row_shape;
+          const std::size_t first = full ? o * inner : o;
+          const std::size_t n = full ? inner : 1;
+          void* out = tiles + static_cast<std::size_t>(m) * stride;
+          tile_of[m] = out;
+          switch (node.prim->kind) {
+            case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
+            case ir::prim_kind::broadcast: broadcast_into(kr, node, first, n, out, tile_of); break;
+            case ir::prim_kind::reduce: {
+              unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
+              const void* in = operand_tile(kr, node.operand(0), nd(node.operand(0)).dtype, o * inner, inner, spare, tile_of);
+              node.prim->init(node, out, 1);
+              node.prim->reduce_row(node, in, inner, out);
+              break;
+            }
+            default: {
+              const void* in[ir::max_operands];
+              unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
+              for (std::size_t a = 0; a < node.arity; ++a)
+                in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
+              node.prim->evaluate(node, in, out, n);
+            }
+          }
+        }
+        const bool root_full = nd(kr.root).shape == kr.row_shape;
+        store_root(kr, root_full ? o * inner : o, root_full ? inner : 1, tile_of);
+      }
+    });
+  }
+
+  // A reduction over leading axes: each thread owns a range of outputs and walks every reduced row.
+  void run_column(const plan::kernel& kr, thread_pool& pool) const {
+    const ir::node& root = nd(kr.root);
+    const std::size_t outputs = kr.outer, rows = kr.inner;
+    const std::size_t tiles = (outputs + tile_elements - 1) / tile_elements;
+    pool.parallel_for(tiles, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      unsigned char* mem = thread_scratch(t);
+      unsigned char* acc = mem;
+      unsigned char* tiles_mem = mem + tile_elements * 4;
+      const void* tile_of[plan_type::max_members];
+      for (std::size_t tile = begin; tile < end; ++tile) {
+        const std::size_t j0 = tile * tile_elements;
+        const std::size_t n = std::min(tile_elements, outputs - j0);
+        root.prim->init(root, acc, n);
+        for (std::size_t r = 0; r < rows; ++r) {
+          // Producers of the reduced operand (every member but the root) on row r.
+          plan::kernel producers = kr;
+          producers.member_count = kr.member_count - 1;
+          eval_members(producers, r * outputs + j0, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
+          unsigned char* spare = tiles_mem + static_cast<std::size_t>(kr.member_count) * tile_elements * 4;
+          const void* in = operand_tile(producers, root.operand(0), nd(root.operand(0)).dtype, r * outputs + j0, n, spare, tile_of);
+          root.prim->combine(root, in, n, acc);
+        }
+        store_tile(root.dtype, acc, n, static_cast<unsigned char*>(storage(kr.root)) + j0 * ir::bytes_of(root.dtype));
+      }
+    });
+  }
+
+  void run_contraction(const plan::kernel& kr, thread_pool& pool) const {
+    const ir::node& dot = nd(kr.dot);
+    const ir::node& lhs = nd(dot.operand(0));
+    const ir::node& rhs = nd(dot.operand(1));
+    prim::dot_layout d = prim::layout_of(dot, lhs, rhs);
+    const std::size_t elem = ir::bytes_of(lhs.dtype);
+    const auto* lbase = static_cast<const unsigned char*>(storage(dot.operand(0)));
+    const auto* rbase = static_cast<const unsigned char*>(storage(dot.operand(1)));
+    const std::size_t blocks_per_batch = (d.m + gemm_blocking::mc - 1) / gemm_blocking::mc;
+    pool.parallel_for(d.batch * blocks_per_batch, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      unsigned char* mem = thread_scratch(t);
+      float* gemm_mem = reinterpret_cast<float*>(mem);
+      float* panel = gemm_mem + gemm_scratch::floats;
+      unsigned char* tiles_mem = reinterpret_cast<unsigned char*>(panel + gemm_blocking::mc * d.n);
+      const void* tile_of[plan_type::max_members];
+      prim::dot_layout local = d;
+      for (std::size_t block = begin; block < end; ++block) {
+        const std::size_t b = block / blocks_per_batch;
+        const std::size_t m0 = (block % blocks_per_batch) * gemm_blocking::mc;
+        const std::size_t m1 = std::min(d.m, m0 + gemm_blocking::mc);
+        local.lhs.data = lbase + b * d.lhs_batch_stride * elem;
+        local.rhs.data = rbase + b * d.rhs_batch_stride * elem;
+        gemm_rows(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);
+        // The epilogue on the panel's flat range, tile by tile, while it is in cache.
+        const std::size_t base = (b * d.m + m0) * d.n;
+        const std::size_t count = (m1 - m0) * d.n;
+        for (std::size_t off = 0; off < count; off += tile_elements) {
+          const std::size_t n = std::min(tile_elements, count - off);
+          eval_members(kr, base + off, n, tiles_mem, tile_elements * 4, tile_of, panel + off);
+          store_root(kr, base + off, n, tile_of);
+        }
+      }
+    });
+  }
+
+  void run_whole(const plan::kernel& kr) const {
+    const ir::node& n = nd(kr.root);
+    const ir::node* operands[ir::max_operands];
+    const void* in[ir::max_operands];
+    for (std::size_t a = 0; a < n.arity; ++a) {
+      operands[a] = &nd(n.operand(a));
+      in[a] = storage(n.operand(a));
+    }
+    if (n.prim->run != nullptr) {
+      n.prim->run(n, operands, in, storage(kr.root));
+      return;
+    }
+    run_generic_reduce(n, *operands[0], in[0], storage(kr.root));
+  }
+
+  // Any reduction: every input element folds into its output element (slow, general).
+  void run_generic_reduce(const ir::node& n, const ir::node& operand, const void* in, void* out) const {
+    const std::size_t osize = n.shape.size();
+    std::vector<std::uint32_t> acc(osize);
+    n.prim->init(n, acc.data(), osize);
+    std::array<bool, ir::max_rank> reduced{};
+    for (std::size_t i = 0; i < n.attr.count; ++i) reduced[static_cast<std::size_t>(n.attr.ints[i])] = true;
+    std::array<std::size_t, ir::max_rank> index{};
+    const std::size_t total = operand.shape.size();
+    for (std::size_t flat = 0; flat < total; ++flat) {
+      std::size_t rest = flat;
+      for (std::size_t a = operand.shape.rank; a-- > 0;) {
+        index[a] = rest % operand.shape.d[a];
+        rest /= operand.shape.d[a];
+      }
+      std::size_t o = 0;
+      for (std::size_t a = 0; a < operand.shape.rank; ++a)
+        if (!reduced[a]) o = o * operand.shape.d[a] + index[a];
+      std::uint32_t value = 0;
+      load_tile(operand.dtype, static_cast<const unsigned char*>(in) + flat * ir::bytes_of(operand.dtype), 1, &value);
+      n.prim->combine(n, &value, 1, &acc[o]);
+    }
+    if (n.dtype == ir::dtype_code::pred) {
+      for (std::size_t i = 0; i < osize; ++i) static_cast<bool*>(out)[i] = reinterpret_cast<const bool*>(&acc[i])[0];
+    } else {
+      store_tile(n.dtype, acc.data(), osize, out);
+    }
+  }
+
+  void run_copy(const plan::kernel& kr) const {
+    const ir::node& n = nd(kr.root);
+    void* out = outputs_[p_.output_index[static_cast<std::size_t>(kr.root)]];
+    if (n.prim->kind == ir::prim_kind::literal) {
+      std::uint32_t tile = 0;
+      splat(n, n.dtype, 1, &tile);
+      store_tile(n.dtype, &tile, 1, out);
+    } else {
+      std::memcpy(out, parameters_[n.attr.ints[0]], p_.bytes(kr.root));
+    }
+  }
+
+  const plan_type& p_;
+  const void* const* parameters_;
+  void* const* outputs_;
+  unsigned char* arena_ = nullptr;
+  unsigned char* scratch_ = nullptr;
+  std::size_t scratch_per_thread_ = 0, threads_ = 1;
+};
+
+}  // namespace tessel::backend

@@ -1,0 +1,36 @@
+#pragma once
+// Activations written from primitives (jax.nn): relu, sigmoid, gelu (tanh approximation by default,
+// as jax.nn.gelu(approximate=True); exact with erf when Approximate is false).
+
+#include <numbers>
+
+#include "tessel/prim/add.hpp"
+#include "tessel/prim/erf.hpp"
+#include "tessel/prim/logistic.hpp"
+#include "tessel/prim/max.hpp"
+#include "tessel/prim/mul.hpp"
+#include "tessel/prim/tanh.hpp"
+
+namespace tessel {
+
+template <Traced X>
+constexpr auto relu(X x) {
+  return max(x, 0.0f);
+}
+
+template <Traced X>
+constexpr auto sigmoid(X x) {
+  return logistic(x);
+}
+
+template <bool Approximate = true, Traced X>
+constexpr auto gelu(X x) {
+  if constexpr (Approximate) {
+    constexpr float c = 0.7978845608028654f;  // sqrt(2 / pi)
+    return 0.5f * x * (1.0f + tanh(c * (x + 0.044715f * (x * x * x))));
+  } else {
+    return 0.5f * x * (1.0f + erf(x * static_cast<float>(1.0 / std::numbers::sqrt2)));
+  }
+}
+
+}  // namespace tessel

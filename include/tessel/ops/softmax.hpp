@@ -1,0 +1,22 @@
+#pragma once
+// softmax, log_softmax over Axis (the last by default), numerically stable (the max is subtracted
+// first), as jax.nn.softmax / log_softmax. The planner fuses each into one pass over every row.
+
+#include "tessel/ops/reductions.hpp"
+
+namespace tessel {
+
+template <long Axis = -1, Traced X>
+constexpr auto softmax(X x) {
+  auto shifted = x - broadcast_reduced<Axis>(max<Axis>(x), x);
+  auto e = exp(shifted);
+  return e / broadcast_reduced<Axis>(sum<Axis>(e), x);
+}
+
+template <long Axis = -1, Traced X>
+constexpr auto log_softmax(X x) {
+  auto shifted = x - broadcast_reduced<Axis>(max<Axis>(x), x);
+  return shifted - broadcast_reduced<Axis>(log(sum<Axis>(exp(shifted))), x);
+}
+
+}  // namespace tessel

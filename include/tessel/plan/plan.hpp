@@ -1,0 +1,319 @@
+#pragma once
+// The planner: from a traced program to kernels, buffers and their lifetimes, all at compile time.
+//
+// Fusion (like XLA's loop and input fusion): nodes are visited from the outputs back; a node joins the
+// kernel of its consumers when all of them are in one kernel and the kernel's loop can compute it:
+//   loop         elementwise work over one flat index space (reshapes are free, broadcasts are loads)
+//   row          a loop over outer indices whose body holds whole rows: reductions over trailing axes
+//                and their consumers (softmax, log_softmax, layer norm: one pass over the data)
+//   column       a reduction over leading axes with its elementwise producers (bias gradients)
+//   contraction  dot_general with its elementwise epilogue, applied to each block of rows while hot
+//   layout / generic  one primitive on whole buffers (transpose, argmax, other reductions)
+// Every other node is materialised: parameters and outputs use the caller's memory; the rest get a slot
+// in one arena, assigned first-fit over their lifetimes, so the peak is a constant of the plan.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "tessel/ir/program.hpp"
+
+namespace tessel::plan {
+
+enum class kernel_kind : std::uint8_t { loop, row, column, contraction, layout, generic, copy };
+
+constexpr std::string_view name_of(kernel_kind k) {
+  constexpr std::string_view names[] = {"loop", "row", "column", "contraction", "layout", "generic", "copy"};
+  return names[static_cast<int>(k)];
+}
+
+struct kernel {
+  kernel_kind kind = kernel_kind::loop;
+  int root = -1;           // the node the kernel stores (its iteration space for loop kernels)
+  int dot = -1;            // contraction: the dot_general node
+  int first_member = 0;    // members (nodes computed inside, ascending) are plan.members[first, first + count)
+  int member_count = 0;
+  std::size_t outer = 1;   // row and column kernels: outer iterations and elements per row
+  std::size_t inner = 1;
+  ir::dims row_shape{};    // row kernels: the full (outer ++ inner) shape; column: the reduced operand's shape
+  bool uniform = true;     // loop kernels: every member has the root's shape (not only its size)
+};
+
+inline constexpr std::size_t arena_alignment = 64;
+inline constexpr std::size_t row_budget_elements = 16384;  // a row kernel keeps whole rows in L1/L2
+
+template <std::size_t N, std::size_t Outputs>
+struct plan {
+  static constexpr std::size_t max_members = N;
+  ir::program<N, Outputs> program{};
+  std::array<kernel, N> kernels{};
+  int kernel_count = 0;
+  std::array<int, N> members{};
+  std::array<int, N> kernel_of{};          // the kernel computing a node; -1 for parameters and literals
+  std::array<bool, N> materialized{};      // has a buffer: parameter, output or arena slot
+  std::array<std::int64_t, N> arena_offset{};  // -1 when not in the arena
+  std::array<int, N> output_index{};       // first output slot a node is stored to, -1 if none
+  std::array<int, N> last_reader{};        // the last kernel that reads a node's buffer
+  std::size_t arena_bytes = 0;             // peak bytes of intermediate buffers
+  std::size_t output_bytes = 0;
+  std::size_t parameter_bytes = 0;
+
+  constexpr const ir::node& node(int id) const { return program.nodes[static_cast<std::size_t>(id)]; }
+  constexpr std::size_t bytes(int id) const { return node(id).shape.size() * ir::bytes_of(node(id).dtype); }
+};
+
+namespace detail {
+
+constexpr bool is_trailing_split(const ir::dims& full, const ir::dims& outer) {
+  if (outer.rank > full.rank) return false;
+  for (std::size_t i = 0; i < outer.rank; ++i)
+    if (full.d[i] != outer.d[i]) return false;
+  return true;
+}
+
+// A reduction's axes are the trailing ones of its operand ([k, rank)).
+constexpr bool reduces_trailing(const ir::node& r, const ir::node& operand) {
+  const std::size_t k = operand.shape.rank - r.attr.count;
+  for (std::size_t i = 0; i < r.attr.count; ++i)
+    if (static_cast<std::size_t>(r.attr.ints[i]) != k + i) return false;
+  return true;
+}
+constexpr bool reduces_leading(const ir::node& r) {
+  for (std::size_t i = 0; i < r.attr.count; ++i)
+    if (static_cast<std::size_t>(r.attr.ints[i]) != i) return false;
+  return true;
+}
+
+template <std::size_t N, std::size_t O>
+struct builder {
+  const ir::program<N, O>& p;
+  plan<N, O>& out;
+  std::array<int, N> user_count{};
+  std::array<int, N> common_kernel{};  // the kernel all users are in, -1 none yet, -2 several
+  std::array<bool, N> is_output{};
+
+  constexpr const ir::node& nd(int id) const { return p.nodes[static_cast<std::size_t>(id)]; }
+
+  constexpr int new_kernel(kernel_kind kind, int root) {
+    kernel k;
+    k.kind = kind;
+    k.root = root;
+    if (kind == kernel_kind::loop) k.row_shape = nd(root).shape;
+    out.kernels[static_cast<std::size_t>(out.kernel_count)] = k;
+    return out.kernel_count++;
+  }
+
+  // Can node `id` be computed inside kernel k (whose members so far are its consumers)?
+  constexpr bool can_join(int id, kernel& k) const {
+    const ir::node& n = nd(id);
+    const std::size_t size = n.shape.size();
+    switch (n.prim->kind) {
+      case ir::prim_kind::elementwise:
+      case ir::prim_kind::generator:
+        if (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) return size == nd(k.root).shape.size();
+        if (k.kind == kernel_kind::row) return n.shape == k.row_shape || (k.inner != 0 && size == k.outer && is_trailing_split(k.row_shape, n.shape));
+        if (k.kind == kernel_kind::column) return n.shape == k.row_shape;
+        return false;
+      case ir::prim_kind::broadcast:
+        if (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) return size == nd(k.root).shape.size();
+        if (k.kind == kernel_kind::row) return n.shape == k.row_shape || (size == k.outer && is_trailing_split(k.row_shape, n.shape));
+        if (k.kind == kernel_kind::column) return n.shape == k.row_shape;
+        return false;
+      case ir::prim_kind::reshape:
+        return (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) && size == nd(k.root).shape.size();
+      case ir::prim_kind::reduce: {
+        if (n.prim->reduce_row == nullptr) return false;
+        const ir::node& operand = nd(n.operand(0));
+        if (!reduces_trailing(n, operand)) return false;
+        const std::size_t inner = operand.shape.size() / (size == 0 ? 1 : size);
+        if (inner > row_budget_elements) return false;
+        if (k.kind == kernel_kind::loop) {
+          // The loop becomes a row kernel over this reduction's outer indices, if every member so far
+          // has the root's shape and that is the reduction's result (logsumexp) or operand (softmax).
+          if (!k.uniform || !(nd(k.root).shape == n.shape || nd(k.root).shape == operand.shape)) return false;
+          k.kind = kernel_kind::row;
+          k.row_shape = operand.shape;
+          k.outer = size;
+          k.inner = inner;
+          return true;
+        }
+        if (k.kind == kernel_kind::row) return operand.shape == k.row_shape && size == k.outer;
+        return false;
+      }
+      case ir::prim_kind::contraction:
+        if (k.kind != kernel_kind::loop || !(nd(k.root).shape == n.shape)) return false;
+        k.kind = kernel_kind::contraction;
+        k.dot = id;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  constexpr void run() {
+    for (std::size_t i = 0; i < N; ++i) {
+      out.kernel_of[i] = -1;
+      out.arena_offset[i] = -1;
+      out.output_index[i] = -1;
+      out.last_reader[i] = -1;
+      common_kernel[i] = -1;
+    }
+    for (std::size_t o = 0; o < O; ++o) {
+      is_output[static_cast<std::size_t>(p.outputs[o])] = true;
+      if (out.output_index[static_cast<std::size_t>(p.outputs[o])] == -1)
+        out.output_index[static_cast<std::size_t>(p.outputs[o])] = static_cast<int>(o);
+    }
+    for (const ir::node& n : p.nodes)
+      for (std::size_t a = 0; a < n.arity; ++a) ++user_count[static_cast<std::size_t>(n.operands[a])];
+
+    // Members are collected per kernel in reverse; kernels are numbered as created and renumbered below.
+
+    for (std::size_t ii = N; ii-- > 0;) {
+      const int id = static_cast<int>(ii);
+      const ir::node& n = p.nodes[ii];
+      const bool live = is_output[ii] || user_count[ii] > 0;
+      if (!live) continue;
+      const auto kind = n.prim->kind;
+      if (kind == ir::prim_kind::parameter) {
+        out.materialized[ii] = true;
+        if (!is_output[ii]) continue;
+      }
+      if (kind == ir::prim_kind::literal && !is_output[ii]) continue;
+      int k = -1;
+      if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
+        k = common_kernel[ii];
+      if (k < 0) {
+        out.materialized[ii] = true;
+        kernel_kind kk = kernel_kind::loop;
+        if (kind == ir::prim_kind::layout) kk = kernel_kind::layout;
+        if (kind == ir::prim_kind::literal || kind == ir::prim_kind::parameter) kk = kernel_kind::copy;
+        if (kind == ir::prim_kind::contraction) kk = kernel_kind::contraction;
+        if (kind == ir::prim_kind::reduce) {
+          const ir::node& operand = nd(n.operand(0));
+          const std::size_t inner = operand.shape.size() / (n.shape.size() == 0 ? 1 : n.shape.size());
+          if (n.prim->reduce_row != nullptr && reduces_trailing(n, operand) && inner <= row_budget_elements)
+            kk = kernel_kind::row;
+          else if (n.prim->combine != nullptr && reduces_leading(n))
+            kk = kernel_kind::column;
+          else
+            kk = kernel_kind::generic;
+        }
+        k = new_kernel(kk, id);
+        kernel& created = out.kernels[static_cast<std::size_t>(k)];
+        if (kk == kernel_kind::contraction) created.dot = id;
+        if (kk == kernel_kind::row || kk == kernel_kind::column) {
+          const ir::node& operand = nd(n.operand(0));
+          created.row_shape = operand.shape;
+          created.outer = n.shape.size();
+          created.inner = operand.shape.size() / (created.outer == 0 ? 1 : created.outer);
+        }
+      }
+      out.kernel_of[ii] = k;
+      kernel& kr = out.kernels[static_cast<std::size_t>(k)];
+      if (!(n.shape == nd(kr.root).shape)) kr.uniform = false;
+      ++kr.member_count;  // provisional count; members are laid out after the sweep
+      // Tell the operands which kernel consumes them.
+      for (std::size_t a = 0; a < n.arity; ++a) {
+        auto& c = common_kernel[static_cast<std::size_t>(n.operands[a])];
+        c = c == -1 || c == k ? k : -2;
+      }
+      // Kernels that compute whole buffers need materialised operands.
+      if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot)
+        for (std::size_t a = 0; a < n.arity; ++a) common_kernel[static_cast<std::size_t>(n.operands[a])] = -2;
+    }
+
+    // Order kernels by root (a topological order, since every member precedes its root) and lay out members.
+    std::array<int, N> order{};
+    std::array<int, N> renumber{};
+    int count = 0;
+    for (std::size_t i = 0; i < N; ++i)
+      if (out.kernel_of[i] >= 0 && out.kernels[static_cast<std::size_t>(out.kernel_of[i])].root == static_cast<int>(i))
+        order[static_cast<std::size_t>(count++)] = out.kernel_of[i];
+    std::array<kernel, N> sorted{};
+    for (int k = 0; k < count; ++k) {
+      sorted[static_cast<std::size_t>(k)] = out.kernels[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
+      renumber[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = k;
+    }
+    int next = 0;
+    for (int k = 0; k < count; ++k) {
+      sorted[static_cast<std::size_t>(k)].first_member = next;
+      sorted[static_cast<std::size_t>(k)].member_count = 0;
+      next += out.kernels[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])].member_count;
+    }
+    for (std::size_t i = 0; i < N; ++i) {
+      if (out.kernel_of[i] < 0) continue;
+      const int k = renumber[static_cast<std::size_t>(out.kernel_of[i])];
+      out.kernel_of[i] = k;
+      kernel& kr = sorted[static_cast<std::size_t>(k)];
+      out.members[static_cast<std::size_t>(kr.first_member + kr.member_count++)] = static_cast<int>(i);
+    }
+    out.kernels = sorted;
+    out.kernel_count = count;
+  }
+
+  // Which kernels read each materialised node, then first-fit arena offsets over those lifetimes.
+  constexpr void assign_buffers() {
+    for (int k = 0; k < out.kernel_count; ++k) {
+      const kernel& kr = out.kernels[static_cast<std::size_t>(k)];
+      for (int m = 0; m < kr.member_count; ++m) {
+        const ir::node& n = nd(out.members[static_cast<std::size_t>(kr.first_member + m)]);
+        for (std::size_t a = 0; a < n.arity; ++a) {
+          const auto operand = static_cast<std::size_t>(n.operands[a]);
+          if (out.kernel_of[operand] != k) out.last_reader[operand] = std::max(out.last_reader[operand], k);
+        }
+      }
+    }
+    struct slot {
+      std::size_t offset, end;
+      int from, to;
+    };
+    std::array<slot, N> placed{};
+    std::size_t placed_count = 0;
+    for (std::size_t i = 0; i < N; ++i) {
+      const ir::node& n = p.nodes[i];
+      if (!out.materialized[i]) continue;
+      if (n.prim->kind == ir::prim_kind::parameter) {
+        out.parameter_bytes += out.bytes(static_cast<int>(i));
+        continue;
+      }
+      if (out.output_index[i] >= 0) {
+        out.output_bytes += out.bytes(static_cast<int>(i));
+        continue;
+      }
+      const int from = out.kernel_of[i];
+      const int to = std::max(from, out.last_reader[i]);
+      const std::size_t size = (out.bytes(static_cast<int>(i)) + arena_alignment - 1) / arena_alignment * arena_alignment;
+      std::size_t offset = 0;
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (std::size_t s = 0; s < placed_count; ++s) {
+          const slot& q = placed[s];
+          const bool overlap_time = !(q.to < from || to < q.from);
+          const bool overlap_space = offset < q.end && q.offset < offset + size;
+          if (overlap_time && overlap_space) {
+            offset = q.end;
+            moved = true;
+          }
+        }
+      }
+      placed[placed_count++] = slot{offset, offset + size, from, to};
+      out.arena_offset[i] = static_cast<std::int64_t>(offset);
+      out.arena_bytes = std::max(out.arena_bytes, offset + size);
+    }
+  }
+};
+
+}  // namespace detail
+
+template <std::size_t N, std::size_t O>
+constexpr plan<N, O> make_plan(const ir::program<N, O>& program) {
+  plan<N, O> out;
+  out.program = program;
+  detail::builder<N, O> b{program, out};
+  b.run();
+  b.assign_buffers();
+  return out;
+}
+
+}  // namespace tessel::plan

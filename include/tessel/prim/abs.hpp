@@ -1,0 +1,33 @@
+#pragma once
+// abs (lax.abs): Absolute value. For s32, abs(INT32_MIN) stays INT32_MIN, as in XLA.
+// Elementwise; takes f32, bf16, s32 and u32; the result has the operand's dtype and shape.
+
+#include <cmath>
+#include <cstdint>
+
+#include "tessel/prim/family/elementwise.hpp"
+#include "tessel/prim/family/simd_math.hpp"
+
+namespace tessel {
+namespace prim {
+struct abs_rule {
+  static constexpr fixed_string name = "tessel::abs";
+  static constexpr accepts domain = accepts::numeric;
+  static float apply(float x) { return std::fabs(x); }
+  template <class A>
+  static xsimd::batch<float, A> apply(const xsimd::batch<float, A>& x) {
+    return xsimd::abs(x);
+  }
+  static std::int32_t apply(std::int32_t x) {
+    return x < 0 ? static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)) : x;
+  }
+  static std::uint32_t apply(std::uint32_t x) { return x; }
+};
+inline constexpr ir::primitive abs_p = unary_primitive<abs_rule>("abs", 1);
+}  // namespace prim
+
+template <Traced X>
+constexpr auto abs(X x) {
+  return prim::unary<prim::abs_p, prim::abs_rule>(x);
+}
+}  // namespace tessel

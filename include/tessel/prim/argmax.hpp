@@ -1,0 +1,60 @@
+#pragma once
+// argmax<Axis> (lax.argmax): the s32 index of the largest value along Axis; the result drops the axis.
+// Ties give the first index; a NaN counts as the largest (so the first NaN wins), as in JAX.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessel/core/bfloat16.hpp"
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/family/reduce.hpp"
+
+namespace tessel {
+namespace prim {
+
+template <class T>
+void argmax_as(const ir::node& n, const ir::node& operand, const T* x, std::int32_t* out) {
+  const auto axis = static_cast<std::size_t>(n.attr.ints[0]);
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < axis; ++i) outer *= operand.shape.d[i];
+  for (std::size_t i = axis + 1; i < operand.shape.rank; ++i) inner *= operand.shape.d[i];
+  const std::size_t len = operand.shape.d[axis];
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t i = 0; i < inner; ++i) {
+      const T* p = x + o * len * inner + i;
+      std::size_t best = 0;
+      float best_value = static_cast<float>(p[0]);
+      for (std::size_t j = 1; j < len && best_value == best_value; ++j) {
+        const float v = static_cast<float>(p[j * inner]);
+        if (v > best_value || v != v) {
+          best = j;
+          best_value = v;
+        }
+      }
+      out[o * inner + i] = static_cast<std::int32_t>(best);
+    }
+}
+
+inline void run_argmax(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  auto* y = static_cast<std::int32_t*>(out);
+  switch (n.operand_dtype) {
+    case ir::dtype_code::f32: argmax_as(n, *operands[0], static_cast<const float*>(in[0]), y); break;
+    case ir::dtype_code::bf16: argmax_as(n, *operands[0], static_cast<const bfloat16*>(in[0]), y); break;
+    case ir::dtype_code::s32: argmax_as(n, *operands[0], static_cast<const std::int32_t*>(in[0]), y); break;
+    case ir::dtype_code::u32: argmax_as(n, *operands[0], static_cast<const std::uint32_t*>(in[0]), y); break;
+    case ir::dtype_code::pred: argmax_as(n, *operands[0], static_cast<const bool*>(in[0]), y); break;
+  }
+}
+
+inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax};
+}  // namespace prim
+
+template <long Axis, Traced X>
+constexpr auto argmax(X x) {
+  using S = typename decltype(prim::reduced_shape<"tessel::argmax", X, Axis>())::type;
+  constexpr std::size_t axis = normalize_axis<"tessel::argmax", X, Axis>();
+  ir::attributes a;
+  a.push(static_cast<std::int64_t>(axis));
+  return ir::emit<std::int32_t, S>(x.graph, prim::argmax_p, {x.id}, a, ir::code_of<typename X::value_type>());
+}
+}  // namespace tessel

@@ -1,0 +1,83 @@
+#pragma once
+// broadcast_in_dim (lax.broadcast_in_dim): operand axis i becomes result axis Dims[i]; each operand dim
+// equals its result dim or is 1. It moves no data: kernels read through it as an index map.
+//
+//   broadcast_in_dim<shape<4, 3>, 1>(b)     // f32[3] -> f32[4,3], b along the last axis
+//   broadcast_to<shape<4, 3>>(b)            // the NumPy rule: axes aligned from the right
+
+#include <array>
+
+#include "tessel/ir/tracer.hpp"
+
+namespace tessel {
+namespace prim {
+
+inline constexpr ir::primitive broadcast_in_dim_p{.name = "broadcast_in_dim", .kind = ir::prim_kind::broadcast,
+                                                  .flops_per_element = 0};
+
+template <class X, class Out, std::size_t... Dims>
+consteval bool check_broadcast_in_dim() {
+  using in = typename X::shape_type;
+  constexpr std::array<std::size_t, sizeof...(Dims)> d{Dims...};
+  constexpr bool ok = [] {
+    constexpr std::array<std::size_t, sizeof...(Dims)> dd{Dims...};
+    if (dd.size() != in::rank) return false;
+    for (std::size_t i = 0; i < dd.size(); ++i) {
+      if (dd[i] >= Out::rank || (i > 0 && dd[i] <= dd[i - 1])) return false;
+      if (in::dims[i] != 1 && in::dims[i] != Out::dims[dd[i]]) return false;
+    }
+    return true;
+  }();
+  if constexpr (!ok) {
+    raise<fit<[] {
+      constexpr std::array<std::size_t, sizeof...(Dims)> dd{Dims...};
+      message_builder m;
+      m << "tessel::broadcast_in_dim: cannot broadcast ";
+      append_type<X>(m) << " to ";
+      append_dims<Out::rank>(m, Out::dims) << " with broadcast_dimensions (";
+      for (std::size_t i = 0; i < dd.size(); ++i) m << (i ? "," : "") << static_cast<std::uint64_t>(dd[i]);
+      m << ") (one strictly increasing result axis per operand axis, each operand dim equal to its result dim "
+           "or 1); fix: list the result axis of every operand axis";
+      return m;
+    }>()>();
+  }
+  (void)d;
+  return ok;
+}
+
+template <class Out, std::size_t... Dims, Traced X>
+constexpr auto broadcast_in_dim_unchecked(X x) {
+  ir::attributes a;
+  (a.push(static_cast<std::int64_t>(Dims)), ...);
+  return ir::emit<typename X::value_type, Out>(x.graph, broadcast_in_dim_p, {x.id}, a);
+}
+
+template <class Out, Traced X, std::size_t... I>
+constexpr auto broadcast_trailing(X x, std::index_sequence<I...>) {
+  return broadcast_in_dim_unchecked<Out, (Out::rank - X::rank + I)...>(x);
+}
+
+}  // namespace prim
+
+template <class Out, std::size_t... Dims, Traced X>
+constexpr auto broadcast_in_dim(X x) {
+  static_assert(Shape<Out>, "tessel::broadcast_in_dim<Out, Dims...>: Out must be a tessel::shape<...>");
+  if constexpr (prim::check_broadcast_in_dim<X, Out, Dims...>())
+    return prim::broadcast_in_dim_unchecked<Out, Dims...>(x);
+  else
+    return tracer<typename X::value_type, Out>{x.graph, x.id};
+}
+
+// NumPy's broadcast_to: axes aligned from the right. A no-op when the shape already matches.
+template <class Out, Traced X>
+constexpr auto broadcast_to(X x) {
+  if constexpr (std::is_same_v<typename X::shape_type, Out>) {
+    return x;
+  } else if constexpr (broadcastable_to_v<typename X::shape_type, Out>) {
+    return prim::broadcast_trailing<Out>(x, std::make_index_sequence<X::rank>{});
+  } else {
+    return tracer<typename X::value_type, Out>{x.graph, x.id};
+  }
+}
+
+}  // namespace tessel

@@ -1,0 +1,74 @@
+#pragma once
+// convert_element_type<U> (lax.convert_element_type, jnp's astype): elementwise dtype conversion.
+// To bf16: round to nearest even (rounded here, even inside a fused loop, because the user asked for it).
+// Float to integer: truncation toward zero, NaN -> 0, out-of-range values saturate (XLA's semantics).
+// To pred: x != 0. From pred: 0 or 1. s32 <-> u32: the same bits, modulo 2^32.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+
+template <class From, class To>
+tile_t<To> convert_value(tile_t<From> x) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return x != tile_t<From>(0);
+  } else if constexpr (std::is_same_v<To, bfloat16>) {
+    return static_cast<float>(bfloat16(static_cast<float>(x)));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<tile_t<From>>) {
+    if (x != x) return 0;
+    if (x <= static_cast<float>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (x >= static_cast<float>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<tile_t<To>>(x);
+  }
+}
+
+template <class From, class To>
+void convert_tile(const void* in, void* out, std::size_t n) {
+  const auto* x = static_cast<const tile_t<From>*>(in);
+  auto* y = static_cast<tile_t<To>*>(out);
+  for (std::size_t i = 0; i < n; ++i) y[i] = convert_value<From, To>(x[i]);
+}
+
+template <class From>
+void convert_from(ir::dtype_code to, const void* in, void* out, std::size_t n) {
+  switch (to) {
+    case ir::dtype_code::f32: convert_tile<From, float>(in, out, n); break;
+    case ir::dtype_code::bf16: convert_tile<From, bfloat16>(in, out, n); break;
+    case ir::dtype_code::s32: convert_tile<From, std::int32_t>(in, out, n); break;
+    case ir::dtype_code::u32: convert_tile<From, std::uint32_t>(in, out, n); break;
+    case ir::dtype_code::pred: convert_tile<From, bool>(in, out, n); break;
+  }
+}
+
+inline void evaluate_convert(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+  switch (node.operand_dtype) {
+    case ir::dtype_code::f32: convert_from<float>(node.dtype, in[0], out, n); break;
+    case ir::dtype_code::bf16: convert_from<bfloat16>(node.dtype, in[0], out, n); break;
+    case ir::dtype_code::s32: convert_from<std::int32_t>(node.dtype, in[0], out, n); break;
+    case ir::dtype_code::u32: convert_from<std::uint32_t>(node.dtype, in[0], out, n); break;
+    case ir::dtype_code::pred: convert_from<bool>(node.dtype, in[0], out, n); break;
+  }
+}
+
+inline constexpr ir::primitive convert_element_type_p{
+    .name = "convert_element_type", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_convert};
+}  // namespace prim
+
+template <class U, Traced X>
+constexpr auto convert_element_type(X x) {
+  require_dtype<U, "tessel::convert_element_type">();
+  using T = typename X::value_type;
+  if constexpr (std::is_same_v<T, U> || !DType<U>) {
+    return tracer<U, typename X::shape_type>{x.graph, x.id};
+  } else {
+    return ir::emit<U, typename X::shape_type>(x.graph, prim::convert_element_type_p, {x.id}, {}, ir::code_of<T>());
+  }
+}
+}  // namespace tessel

@@ -1,0 +1,192 @@
+#pragma once
+// The elementwise family: what every unary and binary elementwise primitive shares, so that each one
+// (prim/exp.hpp, prim/add.hpp, ...) is a rule struct and two lines.
+//
+// A rule struct has:
+//   static constexpr fixed_string name;           "tessel::exp" (used in error messages)
+//   static constexpr accepts domain;              which dtypes it takes
+//   static auto apply(auto x[, auto y]);          the math, on float, int and (optionally) xsimd batches
+//   template <class T> using result = ...;        (optional) the output dtype; the input dtype by default
+// Floating tiles (f32 and bf16) are evaluated in float with xsimd when apply takes a batch.
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/broadcast_in_dim.hpp"
+#include "tessel/prim/literal.hpp"
+
+namespace tessel::prim {
+
+enum class accepts { floating, numeric, integer, any };  // numeric: no pred; integer: s32, u32, pred
+
+template <class Rule, class T>
+constexpr bool rule_accepts() {
+  if constexpr (Rule::domain == accepts::floating) return FloatingDType<T>;
+  else if constexpr (Rule::domain == accepts::numeric) return !std::is_same_v<T, bool>;
+  else if constexpr (Rule::domain == accepts::integer) return !FloatingDType<T>;
+  else return true;
+}
+
+template <class Rule, class T>
+struct result_of {
+  using type = T;
+};
+template <class Rule, class T>
+  requires requires { typename Rule::template result<T>; }
+struct result_of<Rule, T> {
+  using type = typename Rule::template result<T>;
+};
+template <class Rule, class T>
+using result_t = typename result_of<Rule, T>::type;
+
+// ---- run time: tiles ---------------------------------------------------------------------------
+
+template <class Rule, class V>
+concept BatchRule1 = requires(V v) { Rule::apply(v); };
+template <class Rule, class V>
+concept BatchRule2 = requires(V v) { Rule::apply(v, v); };
+
+template <class Rule, class T, class R>
+void map_unary(const T* x, R* y, std::size_t n) {
+  std::size_t i = 0;
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule1<Rule, xsimd::batch<float>>) {
+    using batch = xsimd::batch<float>;
+    for (; i + batch::size <= n; i += batch::size) Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
+  }
+  for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(x[i]));
+}
+
+template <class Rule, class T, class R>
+void map_binary(const T* a, const T* b, R* y, std::size_t n) {
+  std::size_t i = 0;
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule2<Rule, xsimd::batch<float>>) {
+    using batch = xsimd::batch<float>;
+    for (; i + batch::size <= n; i += batch::size)
+      Rule::apply(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(y + i);
+  }
+  for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(a[i], b[i]));
+}
+
+// The tile type of a dtype: f32 and bf16 are computed in float.
+template <class T>
+using tile_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+
+template <class Rule, class T>
+void evaluate_unary_as(const void* in, void* out, std::size_t n) {
+  if constexpr (rule_accepts<Rule, T>()) {
+    using R = tile_t<result_t<Rule, T>>;
+    map_unary<Rule>(static_cast<const tile_t<T>*>(in), static_cast<R*>(out), n);
+  }
+}
+
+template <class Rule>
+void evaluate_unary(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+  switch (node.operand_dtype) {
+    case ir::dtype_code::f32: evaluate_unary_as<Rule, float>(in[0], out, n); break;
+    case ir::dtype_code::bf16: evaluate_unary_as<Rule, bfloat16>(in[0], out, n); break;
+    case ir::dtype_code::s32: evaluate_unary_as<Rule, std::int32_t>(in[0], out, n); break;
+    case ir::dtype_code::u32: evaluate_unary_as<Rule, std::uint32_t>(in[0], out, n); break;
+    case ir::dtype_code::pred: evaluate_unary_as<Rule, bool>(in[0], out, n); break;
+  }
+}
+
+template <class Rule, class T>
+void evaluate_binary_as(const void* a, const void* b, void* out, std::size_t n) {
+  if constexpr (rule_accepts<Rule, T>()) {
+    using R = tile_t<result_t<Rule, T>>;
+    map_binary<Rule>(static_cast<const tile_t<T>*>(a), static_cast<const tile_t<T>*>(b), static_cast<R*>(out), n);
+  }
+}
+
+template <class Rule>
+void evaluate_binary(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+  switch (node.operand_dtype) {
+    case ir::dtype_code::f32: evaluate_binary_as<Rule, float>(in[0], in[1], out, n); break;
+    case ir::dtype_code::bf16: evaluate_binary_as<Rule, bfloat16>(in[0], in[1], out, n); break;
+    case ir::dtype_code::s32: evaluate_binary_as<Rule, std::int32_t>(in[0], in[1], out, n); break;
+    case ir::dtype_code::u32: evaluate_binary_as<Rule, std::uint32_t>(in[0], in[1], out, n); break;
+    case ir::dtype_code::pred: evaluate_binary_as<Rule, bool>(in[0], in[1], out, n); break;
+  }
+}
+
+template <class Rule>
+consteval ir::primitive unary_primitive(std::string_view name, double flops = 1) {
+  return ir::primitive{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_unary<Rule>,
+                       .flops_per_element = flops};
+}
+template <class Rule>
+consteval ir::primitive binary_primitive(std::string_view name, double flops = 1) {
+  return ir::primitive{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_binary<Rule>,
+                       .flops_per_element = flops};
+}
+
+// ---- trace time: shape and dtype rules -----------------------------------------------------------
+
+template <class Rule, class X>
+consteval bool check_domain() {
+  using T = typename X::value_type;
+  constexpr bool ok = rule_accepts<Rule, T>();
+  if constexpr (!ok) {
+    raise<fit<[] {
+      message_builder m;
+      m << Rule::name << ": ";
+      append_type<X>(m) << " has dtype " << dtype_name<T>() << ", but the operation takes "
+                        << (Rule::domain == accepts::floating  ? "f32 or bf16"
+                            : Rule::domain == accepts::numeric ? "f32, bf16, s32 or u32"
+                                                               : "s32, u32 or pred")
+                        << "; fix: convert_element_type the operand first";
+      return m;
+    }>()>();
+  }
+  return ok;
+}
+
+template <const ir::primitive& P, class Rule, Traced X>
+constexpr auto unary(X x) {
+  using T = typename X::value_type;
+  using R = result_t<Rule, T>;
+  if constexpr (check_domain<Rule, X>()) {
+    return ir::emit<R, typename X::shape_type>(x.graph, P, {x.id}, {}, ir::code_of<T>());
+  } else {
+    return tracer<R, typename X::shape_type>{x.graph, x.id};
+  }
+}
+
+// A scalar operand becomes a literal of the tensor operand's dtype (JAX's weak typing).
+template <class T, class X>
+constexpr auto as_tracer(ir::graph_builder* g, X x) {
+  if constexpr (Traced<X>) {
+    return x;
+  } else {
+    return literal<T>(g, static_cast<double>(static_cast<float>(x)));
+  }
+}
+
+template <const ir::primitive& P, class Rule, class A, class B>
+  requires(Traced<A> || Traced<B>)
+constexpr auto binary(A a, B b) {
+  using first = std::conditional_t<Traced<A>, A, B>;
+  using T = typename first::value_type;
+  ir::graph_builder* g;
+  if constexpr (Traced<A>) g = a.graph;
+  else g = b.graph;
+  auto ta = as_tracer<T>(g, a);
+  auto tb = as_tracer<T>(g, b);
+  using TA = decltype(ta);
+  using TB = decltype(tb);
+  using R = result_t<Rule, T>;
+  if constexpr (require_same_dtype<Rule::name, TA, TB>() && check_domain<Rule, TA>() && broadcasts<Rule::name, TA, TB>()) {
+    using S = broadcast_shapes_t<TA, TB, Rule::name>;
+    auto ba = broadcast_to<S>(ta);
+    auto bb = broadcast_to<S>(tb);
+    return ir::emit<R, S>(g, P, {ba.id, bb.id}, {}, ir::code_of<T>());
+  } else {
+    return tracer<R, typename first::shape_type>{g, -1};
+  }
+}
+
+}  // namespace tessel::prim

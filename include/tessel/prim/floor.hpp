@@ -1,0 +1,22 @@
+#pragma once
+// floor (lax.floor): Largest integer value not greater than x.
+// Elementwise; takes f32 and bf16; the result has the operand's dtype and shape.
+
+#include "tessel/prim/family/elementwise.hpp"
+#include "tessel/prim/family/simd_math.hpp"
+
+namespace tessel {
+namespace prim {
+struct floor_rule {
+  static constexpr fixed_string name = "tessel::floor";
+  static constexpr accepts domain = accepts::floating;
+  static auto apply(auto x) { return xsimd::floor(x); }
+};
+inline constexpr ir::primitive floor_p = unary_primitive<floor_rule>("floor", 1);
+}  // namespace prim
+
+template <Traced X>
+constexpr auto floor(X x) {
+  return prim::unary<prim::floor_p, prim::floor_rule>(x);
+}
+}  // namespace tessel

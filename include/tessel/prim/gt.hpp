@@ -1,0 +1,29 @@
+#pragma once
+// gt (lax.gt): a > b elementwise, with NumPy broadcasting; also `operator>`. The result is pred
+// (bool) of the broadcast shape. Comparisons with NaN are false, as IEEE says.
+
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+struct gt_rule {
+  static constexpr fixed_string name = "tessel::gt";
+  static constexpr accepts domain = accepts::any;
+  template <class T>
+  using result = bool;
+  static bool apply(auto a, auto b) { return a > b; }
+};
+inline constexpr ir::primitive gt_p = binary_primitive<gt_rule>("gt");
+}  // namespace prim
+
+template <class A, class B>
+  requires(Traced<A> || Traced<B>)
+constexpr auto gt(A a, B b) {
+  return prim::binary<prim::gt_p, prim::gt_rule>(a, b);
+}
+template <class A, class B>
+  requires(Traced<A> || Traced<B>)
+constexpr auto operator>(A a, B b) {
+  return gt(a, b);
+}
+}  // namespace tessel

@@ -1,0 +1,47 @@
+#pragma once
+// iota (lax.broadcasted_iota): a T[S] whose value at each index is that index's position along axis
+// Dimension. It is computed from the index alone, so it fuses into any loop and costs no memory.
+//
+//   broadcasted_iota<std::int32_t, shape<4, 10>, 1>(x)   // x: any tracer of the program (names the graph)
+
+#include <cstdint>
+
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+
+template <class V>
+void iota_as(const ir::node& n, std::size_t first, std::size_t count, void* out) {
+  const auto axis = static_cast<std::size_t>(n.attr.ints[0]);
+  std::size_t stride = 1;
+  for (std::size_t i = axis + 1; i < n.shape.rank; ++i) stride *= n.shape.d[i];
+  const std::size_t size = n.shape.d[axis];
+  V* y = static_cast<V*>(out);
+  for (std::size_t i = 0; i < count; ++i) y[i] = static_cast<V>(((first + i) / stride) % size);
+}
+
+inline void generate_iota(const ir::node& n, std::size_t first, std::size_t count, void* out) {
+  switch (n.dtype) {
+    case ir::dtype_code::f32:
+    case ir::dtype_code::bf16: iota_as<float>(n, first, count, out); break;
+    case ir::dtype_code::s32: iota_as<std::int32_t>(n, first, count, out); break;
+    case ir::dtype_code::u32: iota_as<std::uint32_t>(n, first, count, out); break;
+    case ir::dtype_code::pred: iota_as<bool>(n, first, count, out); break;
+  }
+}
+
+inline constexpr ir::primitive iota_p{.name = "iota", .kind = ir::prim_kind::generator, .generate = &generate_iota,
+                                      .flops_per_element = 0};
+}  // namespace prim
+
+template <class T, class S, long Dimension, Traced Anchor>
+constexpr auto broadcasted_iota(Anchor anchor) {
+  require_dtype<T, "tessel::broadcasted_iota">();
+  constexpr std::size_t axis = normalize_axis<"tessel::broadcasted_iota", S, Dimension>();
+  ir::attributes a;
+  a.push(static_cast<std::int64_t>(axis));
+  return ir::emit<T, S>(anchor.graph, prim::iota_p, {}, a);
+}
+}  // namespace tessel

@@ -1,0 +1,30 @@
+#pragma once
+// max (lax.max): the elementwise maximum with NumPy broadcasting. A NaN in either operand gives NaN
+// (lax.max propagates NaN; the x86 instruction would not).
+
+#include "tessel/prim/family/elementwise.hpp"
+#include "tessel/prim/family/simd_math.hpp"
+
+namespace tessel {
+namespace prim {
+struct max_rule {
+  static constexpr fixed_string name = "tessel::max";
+  static constexpr accepts domain = accepts::numeric;
+  template <class V>
+  static V apply(V a, V b) {
+    if constexpr (std::is_integral_v<V>) {
+      return a > b ? a : b;
+    } else {
+      return simd::select(simd::is_nan(a) || a > b, a, b);  // NaN in b falls through to b
+    }
+  }
+};
+inline constexpr ir::primitive max_p = binary_primitive<max_rule>("max");
+}  // namespace prim
+
+template <class A, class B>
+  requires(Traced<A> || Traced<B>)
+constexpr auto max(A a, B b) {
+  return prim::binary<prim::max_p, prim::max_rule>(a, b);
+}
+}  // namespace tessel

@@ -1,0 +1,28 @@
+#pragma once
+// neg (lax.neg): Negation, -x (wraps for u32, like XLA).
+// Elementwise; takes f32, bf16, s32 and u32; the result has the operand's dtype and shape.
+
+#include <cstdint>
+
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+struct neg_rule {
+  static constexpr fixed_string name = "tessel::neg";
+  static constexpr accepts domain = accepts::numeric;
+  static auto apply(auto x) { return -x; }
+  static std::int32_t apply(std::int32_t x) { return static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)); }
+};
+inline constexpr ir::primitive neg_p = unary_primitive<neg_rule>("neg", 1);
+}  // namespace prim
+
+template <Traced X>
+constexpr auto neg(X x) {
+  return prim::unary<prim::neg_p, prim::neg_rule>(x);
+}
+template <Traced X>
+constexpr auto operator-(X x) {
+  return neg(x);
+}
+}  // namespace tessel

@@ -1,0 +1,21 @@
+#pragma once
+// parameter: an argument of the traced function. Its value comes from the caller's tensor at run time.
+
+#include "tessel/ir/tracer.hpp"
+
+namespace tessel::prim {
+
+inline constexpr ir::primitive parameter_p{.name = "parameter", .kind = ir::prim_kind::parameter, .flops_per_element = 0};
+
+// Argument `index` of the traced function, typed T[S].
+template <class T, class S>
+constexpr tracer<T, S> parameter(ir::graph_builder* g, int index) {
+  ir::node n;
+  n.prim = &parameter_p;
+  n.dtype = n.operand_dtype = ir::code_of<T>();
+  n.shape = ir::dims_of<S>();
+  n.attr.push(index);
+  return tracer<T, S>{g, g->add_parameter(n)};
+}
+
+}  // namespace tessel::prim

@@ -1,0 +1,76 @@
+#pragma once
+// select (lax.select, jnp.where): pred ? on_true : on_false elementwise, with NumPy broadcasting of all
+// three operands. pred must be pred (bool); the branches share a dtype (a scalar branch takes the other's).
+
+#include <cstdint>
+
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+
+template <class T>
+void select_as(const void* const* in, void* out, std::size_t n) {
+  using V = tile_t<T>;
+  const bool* p = static_cast<const bool*>(in[0]);
+  const V* a = static_cast<const V*>(in[1]);
+  const V* b = static_cast<const V*>(in[2]);
+  V* y = static_cast<V*>(out);
+  for (std::size_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
+}
+
+inline void evaluate_select(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+  switch (node.dtype) {
+    case ir::dtype_code::f32:
+    case ir::dtype_code::bf16: select_as<float>(in, out, n); break;
+    case ir::dtype_code::s32: select_as<std::int32_t>(in, out, n); break;
+    case ir::dtype_code::u32: select_as<std::uint32_t>(in, out, n); break;
+    case ir::dtype_code::pred: select_as<bool>(in, out, n); break;
+  }
+}
+
+inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_select};
+
+template <class P>
+consteval bool check_predicate() {
+  constexpr bool ok = std::is_same_v<typename P::value_type, bool>;
+  if constexpr (!ok) {
+    raise<fit<[] {
+      message_builder m;
+      m << "tessel::select: the predicate ";
+      append_type<P>(m) << " must have dtype pred; fix: compare it (x > 0) or convert_element_type<bool>";
+      return m;
+    }>()>();
+  }
+  return ok;
+}
+}  // namespace prim
+
+template <Traced P, class A, class B>
+  requires(Traced<A> || Traced<B>)
+constexpr auto select(P pred, A on_true, B on_false) {
+  using first = std::conditional_t<Traced<A>, A, B>;
+  using T = typename first::value_type;
+  auto a = prim::as_tracer<T>(pred.graph, on_true);
+  auto b = prim::as_tracer<T>(pred.graph, on_false);
+  using TA = decltype(a);
+  using TB = decltype(b);
+  if constexpr (prim::check_predicate<P>() && require_same_dtype<"tessel::select", TA, TB>() &&
+                broadcasts<"tessel::select", P, TA>() && broadcasts<"tessel::select", broadcast_shapes_t<P, TA>, TB>()) {
+    using S = broadcast_shapes_t<broadcast_shapes_t<P, TA, "tessel::select">, TB, "tessel::select">;
+    auto bp = broadcast_to<S>(pred);
+    auto ba = broadcast_to<S>(a);
+    auto bb = broadcast_to<S>(b);
+    return ir::emit<T, S>(pred.graph, prim::select_p, {bp.id, ba.id, bb.id}, {}, ir::dtype_code::pred);
+  } else {
+    return tracer<T, typename first::shape_type>{pred.graph, -1};
+  }
+}
+
+// jnp.where's name for the same operation.
+template <Traced P, class A, class B>
+  requires(Traced<A> || Traced<B>)
+constexpr auto where(P pred, A on_true, B on_false) {
+  return select(pred, on_true, on_false);
+}
+}  // namespace tessel

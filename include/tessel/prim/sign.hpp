@@ -1,0 +1,26 @@
+#pragma once
+// sign (lax.sign): sign(x): -1, 0 or 1 (NaN stays NaN; 0 for u32 zero, else 1).
+// Elementwise; takes f32, bf16, s32 and u32; the result has the operand's dtype and shape.
+
+#include <cmath>
+#include <cstdint>
+
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+struct sign_rule {
+  static constexpr fixed_string name = "tessel::sign";
+  static constexpr accepts domain = accepts::numeric;
+  static float apply(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }  // keeps NaN and the sign of zero
+  static std::int32_t apply(std::int32_t x) { return (x > 0) - (x < 0); }
+  static std::uint32_t apply(std::uint32_t x) { return x != 0; }
+};
+inline constexpr ir::primitive sign_p = unary_primitive<sign_rule>("sign", 1);
+}  // namespace prim
+
+template <Traced X>
+constexpr auto sign(X x) {
+  return prim::unary<prim::sign_p, prim::sign_rule>(x);
+}
+}  // namespace tessel

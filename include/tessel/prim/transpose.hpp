@@ -1,0 +1,67 @@
+#pragma once
+// transpose<Perm...> (lax.transpose): result axis i is operand axis Perm[i].
+//
+//   transpose<1, 0>(x)   // f32[2,3] -> f32[3,2]
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+
+#include "tessel/ir/tracer.hpp"
+
+namespace tessel {
+namespace prim {
+
+// Copies element by element in the result's order, walking the operand with permuted strides.
+template <std::size_t Bytes>
+void permute_copy(const ir::node& n, const ir::node& operand, const unsigned char* in, unsigned char* out) {
+  const std::size_t rank = n.shape.rank;
+  std::array<std::size_t, ir::max_rank> in_strides{}, stride_of_out_axis{}, index{};
+  std::size_t s = 1;
+  for (std::size_t i = rank; i-- > 0;) {
+    in_strides[i] = s;
+    s *= operand.shape.d[i];
+  }
+  for (std::size_t i = 0; i < rank; ++i) stride_of_out_axis[i] = in_strides[static_cast<std::size_t>(n.attr.ints[i])];
+  const std::size_t total = n.shape.size();
+  const std::size_t inner = rank ? n.shape.d[rank - 1] : 1;
+  const std::size_t inner_stride = rank ? stride_of_out_axis[rank - 1] : 0;
+  std::size_t offset = 0;
+  for (std::size_t o = 0; o < total; o += inner) {
+    for (std::size_t j = 0; j < inner; ++j) std::memcpy(out + (o + j) * Bytes, in + (offset + j * inner_stride) * Bytes, Bytes);
+    for (std::size_t axis = rank - 1; axis-- > 0;) {  // advance the odometer over the outer axes
+      offset += stride_of_out_axis[axis];
+      if (++index[axis] < n.shape.d[axis]) break;
+      offset -= stride_of_out_axis[axis] * index[axis];
+      index[axis] = 0;
+    }
+  }
+}
+
+inline void run_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const auto* src = static_cast<const unsigned char*>(in[0]);
+  auto* dst = static_cast<unsigned char*>(out);
+  switch (ir::bytes_of(n.dtype)) {
+    case 1: permute_copy<1>(n, *operands[0], src, dst); break;
+    case 2: permute_copy<2>(n, *operands[0], src, dst); break;
+    default: permute_copy<4>(n, *operands[0], src, dst); break;
+  }
+}
+
+inline constexpr ir::primitive transpose_p{
+    .name = "transpose", .kind = ir::prim_kind::layout, .run = &run_transpose, .flops_per_element = 0};
+}  // namespace prim
+
+template <std::size_t... Perm, Traced X>
+constexpr auto transpose(X x) {
+  using T = typename X::value_type;
+  using S = permute_t<typename X::shape_type, Perm...>;
+  constexpr std::array<std::size_t, sizeof...(Perm)> perm{Perm...};
+  bool identity = true;
+  for (std::size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == i;
+  if (identity || sizeof...(Perm) != X::rank) return tracer<T, S>{x.graph, x.id};
+  ir::attributes a;
+  (a.push(static_cast<std::int64_t>(Perm)), ...);
+  return ir::emit<T, S>(x.graph, prim::transpose_p, {x.id}, a);
+}
+}  // namespace tessel

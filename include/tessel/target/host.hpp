@@ -1,0 +1,41 @@
+#pragma once
+// The host target: the CPU that tessel runs on, planned with the same grid-over-blocks model as a TPU.
+//
+// std::thread::hardware_concurrency() and cache sizes are run-time facts, so the compile-time host uses
+// conservative constants taken from the development machine (a 2-vCPU AVX-512 Xeon with 2 MiB of L2 per
+// core; shared/docs/TARGETS.md). Figures marked "measured" were measured there, single runs on a quiet
+// machine; the rest are derived from them or from the ISA. A different machine plans correctly with
+// these figures (the blocks still fit its caches if its L2 is at least 1 MiB per core); only the time
+// estimates drift.
+
+#include "tessel/target/target.hpp"
+
+namespace tessel::targets {
+
+inline constexpr target host{
+    .name = make_name("host"),
+    .kind = target_kind::host,
+    .cores = 2,                  // the dev machine's hardware threads; the executor may use more at run time
+    .vmem_bytes = 1u << 20,      // half of the 2 MiB L2 per core: the other half keeps the packed GEMM panels and the stack
+    .sublanes = 1,               // an AVX-512 register: 16 f32 lanes (64 bytes), 32 bf16 lanes
+    .lanes = 16,
+    .bf16_packing = 2,
+    .mxu_rows = 12,              // the GEMM micro-kernel's register tile, 12 rows x 32 f32 columns (backend/gemm.hpp)
+    .mxu_cols = 32,
+    .mxu_count = 1,
+    .hbm_bytes = 16ull << 30,    // DRAM; not knowable at compile time, a conservative 16 GiB
+    .hbm_bytes_per_s = 28e9,     // 2 cores x 14 GB/s, the triad measured on one thread (two threads measured 34 GB/s)
+    .peak_flops_bf16 = 168e9,    // 2 x the 84 GFLOP/s of vdpbf16ps measured on one thread (half the f32 FMA rate)
+    .peak_flops_f32 = 338e9,     // AVX-512 FMA, measured on two threads (173 GFLOP/s on one)
+    .ici_alpha_s = 2e-6,         // cores exchange through shared memory: a barrier handoff, estimated, not measured
+    .ici_beta_s_per_byte = 1.0 / 14e9,  // one core's copy bandwidth
+    .torus_rank = 1,
+    .block_bytes = 256u << 10,   // a quarter of the scratch: two operands double-buffered fill it
+    .block_m = 96,               // the GEMM's mc = 8 micro-tiles of 12 rows
+    .block_n = 2048,             // the GEMM's nc; shrunk by the planner until the blocks fit the scratch
+    .block_k = 256,              // the GEMM's kc
+    .partial_edge_blocks = true,  // host kernels clip the last block (bm = 96 never divides 2^n)
+    .double_buffer = true,
+};
+
+}  // namespace tessel::targets

@@ -1,0 +1,185 @@
+#pragma once
+// jit: trace a generic lambda into a program, plan it, and run the plan on the host.
+//
+//   auto f = [](auto x, auto w, auto b) { return tessel::relu(tessel::matmul(x, w) + b); };
+//   auto y = tessel::jit(f)(x, w, b);   // tensors in, tensors out; one fused kernel
+//
+// Tracing happens in constant evaluation: the lambda is called with tracers, and every operation
+// appends a node to a table. So the function must not capture run-time values (pass them as arguments:
+// a float argument becomes an f32[] parameter) and literals in its body are compile-time constants.
+// Arguments are tensors or scalars; results are a tensor or a std::tuple of tensors. Each distinct list
+// of argument types is traced and planned once, at compile time; nothing is traced at run time.
+
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "tessel/backend/executor.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/ir/program.hpp"
+#include "tessel/ir/tracer.hpp"
+#include "tessel/plan/plan.hpp"
+#include "tessel/prim/parameter.hpp"
+
+namespace tessel {
+namespace detail {
+
+template <class A>
+struct traced_arg {
+  static constexpr bool supported = false;
+  using type = tracer<float, shape<>>;
+};
+template <class T, class S>
+struct traced_arg<tensor<T, S>> {
+  static constexpr bool supported = true;
+  using type = tracer<T, S>;
+};
+template <class X>
+  requires DType<X>
+struct traced_arg<X> {
+  static constexpr bool supported = true;
+  using type = tracer<X, shape<>>;
+};
+
+template <class R>
+struct traced_result {
+  static constexpr bool supported = false;
+};
+template <class T, class S>
+struct traced_result<tracer<T, S>> {
+  static constexpr bool supported = true;
+  static constexpr std::size_t count = 1;
+  using type = tensor<T, S>;
+};
+template <class... R>
+struct traced_result<std::tuple<R...>> {
+  static constexpr bool supported = (traced_result<R>::supported && ...);
+  static constexpr std::size_t count = sizeof...(R);
+  using type = std::tuple<typename traced_result<R>::type...>;
+};
+
+template <class F, class... Args>
+consteval bool check_traceable() {
+  if constexpr (!std::is_empty_v<F> || !std::is_default_constructible_v<F>) {
+    raise<"tessel::jit: the function captures state; traced functions are compiled once and cannot see "
+          "run-time values; fix: pass captured tensors and scalars as arguments (a float becomes an f32[] argument)">();
+    return false;
+  } else if constexpr (!(traced_arg<Args>::supported && ...)) {
+    raise<"tessel::jit: an argument is neither a tessel::tensor nor a scalar of a tessel dtype; fix: pass tensors, "
+          "or float/int32/uint32/bool/bfloat16 scalars">();
+    return false;
+  } else {
+    return true;
+  }
+}
+
+template <class F, class... Args, std::size_t... I>
+constexpr auto call_with_parameters(ir::graph_builder& g, std::index_sequence<I...>) {
+  g.parameter_count = static_cast<int>(sizeof...(Args));
+  using params = std::tuple<typename traced_arg<Args>::type...>;
+  params p{prim::parameter<typename std::tuple_element_t<I, params>::value_type,
+                           typename std::tuple_element_t<I, params>::shape_type>(&g, static_cast<int>(I))...};
+  if constexpr (std::is_empty_v<F> && std::is_default_constructible_v<F>) return F{}(std::get<I>(p)...);
+  else return std::get<0>(p);  // not traceable: check_traceable has said why
+}
+
+template <class R>
+constexpr void record_outputs(ir::graph_builder& g, const R& result) {
+  if constexpr (Traced<R>) {
+    g.outputs.push_back(result.id);
+  } else {
+    std::apply([&](const auto&... r) { (g.outputs.push_back(r.id), ...); }, result);
+  }
+}
+
+template <class F, class... Args>
+struct traced {
+  static_assert(check_traceable<F, Args...>(), "tessel::jit: see the message above");
+  using raw_result = decltype(call_with_parameters<F, Args...>(std::declval<ir::graph_builder&>(),
+                                                              std::index_sequence_for<Args...>{}));
+
+  static constexpr bool result_ok = [] {
+    if constexpr (!traced_result<raw_result>::supported)
+      raise<"tessel::jit: the function must return a tensor or a std::tuple of tensors computed from its arguments">();
+    return traced_result<raw_result>::supported;
+  }();
+
+  static consteval std::size_t node_count() {
+    ir::graph_builder g;
+    record_outputs(g, call_with_parameters<F, Args...>(g, std::index_sequence_for<Args...>{}));
+    return g.size();
+  }
+
+  static constexpr std::size_t nodes = node_count();
+  static constexpr std::size_t outputs = traced_result<raw_result>::count;
+
+  static consteval ir::program<nodes, outputs> freeze() {
+    ir::graph_builder g;
+    record_outputs(g, call_with_parameters<F, Args...>(g, std::index_sequence_for<Args...>{}));
+    return ir::program<nodes, outputs>::freeze(g);
+  }
+
+  static constexpr ir::program<nodes, outputs> program = freeze();
+  static constexpr plan::plan<nodes, outputs> plan = plan::make_plan(program);
+  using result = typename traced_result<raw_result>::type;
+};
+
+template <class A>
+const void* argument_pointer(const A& a) {
+  if constexpr (Tensor<A>) return a.data();
+  else return &a;
+}
+
+// A double argument is taken as f32 and an int as s32 (JAX's x32 defaults); tensors pass through.
+template <class X>
+decltype(auto) normalize_scalar(const X& x) {
+  if constexpr (std::is_same_v<X, double>) return static_cast<float>(x);
+  else if constexpr (std::is_same_v<X, int>) return static_cast<std::int32_t>(x);
+  else return (x);
+}
+
+template <class Result, std::size_t... I>
+void output_pointers(Result& r, void** out, std::index_sequence<I...>) {
+  if constexpr (Tensor<Result>) {
+    out[0] = r.data();
+  } else {
+    ((out[I] = std::get<I>(r).data()), ...);
+  }
+}
+
+}  // namespace detail
+
+template <class F>
+class jitted {
+ public:
+  // Runs the planned program on the arguments and returns fresh result tensors.
+  template <class... A>
+  auto operator()(const A&... args) const {
+    return call(detail::normalize_scalar(args)...);
+  }
+
+  // The frozen program and its plan for these argument types (what dump prints).
+  template <class... A>
+  using traced_for = detail::traced<F, std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>...>;
+
+ private:
+  template <class... A>
+  auto call(const A&... args) const {
+    using t = detail::traced<F, A...>;
+    typename t::result result;
+    const void* parameters[sizeof...(A) + 1] = {detail::argument_pointer(args)...};
+    void* outputs[t::outputs + 1];
+    detail::output_pointers(result, outputs, std::make_index_sequence<t::outputs>{});
+    backend::executor<t::nodes, t::outputs>(t::plan, parameters, outputs).run();
+    return result;
+  }
+};
+
+// Compiles f for each list of argument types it is called with (JAX's jax.jit).
+template <class F>
+constexpr jitted<F> jit(F) {
+  return {};
+}
+
+}  // namespace tessel

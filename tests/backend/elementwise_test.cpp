@@ -1,0 +1,158 @@
+// Elementwise primitives through jit against double references: f32 and bf16, odd sizes (so SIMD bodies
+// and scalar tails both run), NumPy broadcasting, literals, and the integer semantics XLA defines.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "reference.hpp"
+#include "tessel/ops.hpp"
+#include "tessel/transform/jit.hpp"
+
+namespace {
+using tessel::bfloat16;
+using tessel::jit;
+using tessel::shape;
+using tessel::tensor;
+using tessel::testing::random_tensor;
+using tessel::testing::within_ulp;
+
+template <class Op, class Ref>
+void check_unary(Op op, Ref ref, double lo, double hi, double max_ulp) {
+  const auto x = random_tensor<float, shape<3, 67>>(7, lo, hi);
+  const auto y = jit(op)(x);
+  EXPECT_TRUE(within_ulp(y, [&](std::size_t i) { return ref(static_cast<double>(x[i])); }, max_ulp, 1e-30));
+  // bf16 in, bf16 out: computed in f32 and rounded once, so within one bf16 rounding of the reference.
+  const auto xb = x.astype<bfloat16>();
+  const auto yb = jit(op)(xb);
+  for (std::size_t i = 0; i < xb.size; ++i) {
+    const double r = ref(static_cast<double>(static_cast<float>(xb[i])));
+    EXPECT_NEAR(static_cast<float>(yb[i]), r, std::abs(r) * (1.0 / 128) + 1e-30) << "bf16 element " << i;
+  }
+}
+
+TEST(Elementwise, Unary) {
+  check_unary([](auto x) { return tessel::neg(x); }, [](double v) { return -v; }, -5, 5, 0);
+  check_unary([](auto x) { return -x; }, [](double v) { return -v; }, -5, 5, 0);
+  check_unary([](auto x) { return tessel::abs(x); }, [](double v) { return std::abs(v); }, -5, 5, 0);
+  check_unary([](auto x) { return tessel::exp(x); }, [](double v) { return std::exp(v); }, -10, 10, 2);
+  check_unary([](auto x) { return tessel::log(x); }, [](double v) { return std::log(v); }, 0.01, 100, 1);
+  check_unary([](auto x) { return tessel::log1p(x); }, [](double v) { return std::log1p(v); }, -0.5, 5, 1);
+  check_unary([](auto x) { return tessel::expm1(x); }, [](double v) { return std::expm1(v); }, -3, 3, 2);
+  check_unary([](auto x) { return tessel::tanh(x); }, [](double v) { return std::tanh(v); }, -4, 4, 3);
+  check_unary([](auto x) { return tessel::logistic(x); }, [](double v) { return 1 / (1 + std::exp(-v)); }, -8, 8, 3);
+  check_unary([](auto x) { return tessel::sqrt(x); }, [](double v) { return std::sqrt(v); }, 0, 50, 0.5);
+  check_unary([](auto x) { return tessel::rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); }, 0.1, 50, 2);
+  check_unary([](auto x) { return tessel::sin(x); }, [](double v) { return std::sin(v); }, -7, 7, 2);
+  check_unary([](auto x) { return tessel::cos(x); }, [](double v) { return std::cos(v); }, -7, 7, 2);
+  check_unary([](auto x) { return tessel::erf(x); }, [](double v) { return std::erf(v); }, -3, 3, 3);
+  check_unary([](auto x) { return tessel::floor(x); }, [](double v) { return std::floor(v); }, -5, 5, 0);
+  check_unary([](auto x) { return tessel::sign(x); }, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }, -5, 5, 0);
+}
+
+TEST(Elementwise, ErfInvInvertsErf) {
+  const auto x = random_tensor<float, shape<101>>(3, -0.95, 0.95);
+  const auto y = jit([](auto v) { return tessel::erf(tessel::erf_inv(v)); })(x);
+  EXPECT_TRUE(tessel::testing::all_close(y, x, {.rtol = 1e-5, .atol = 1e-6}));
+}
+
+// out[i] from a broadcast of a [4,1,5] and a [3,5] operand: the flat index of each operand.
+std::size_t lhs_index(std::size_t i) { return (i / 15) * 5 + i % 5; }
+std::size_t rhs_index(std::size_t i) { return i % 15; }
+
+template <class Op, class Ref>
+void check_binary(Op op, Ref ref, double lo, double hi) {
+  const auto a = random_tensor<float, shape<4, 1, 5>>(11, lo, hi);
+  const auto b = random_tensor<float, shape<3, 5>>(12, lo, hi);
+  const auto y = jit(op)(a, b);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(y)>, tensor<float, shape<4, 3, 5>>>);
+  EXPECT_TRUE(within_ulp(y, [&](std::size_t i) {
+    return static_cast<double>(static_cast<float>(ref(static_cast<double>(a[lhs_index(i)]), static_cast<double>(b[rhs_index(i)]))));
+  }, 1));
+}
+
+TEST(Elementwise, BinaryBroadcasts) {
+  check_binary([](auto a, auto b) { return a + b; }, [](double x, double y) { return x + y; }, -5, 5);
+  check_binary([](auto a, auto b) { return a - b; }, [](double x, double y) { return x - y; }, -5, 5);
+  check_binary([](auto a, auto b) { return a * b; }, [](double x, double y) { return x * y; }, -5, 5);
+  check_binary([](auto a, auto b) { return a / b; }, [](double x, double y) { return x / y; }, 0.5, 5);
+  check_binary([](auto a, auto b) { return tessel::max(a, b); }, [](double x, double y) { return std::max(x, y); }, -5, 5);
+  check_binary([](auto a, auto b) { return tessel::min(a, b); }, [](double x, double y) { return std::min(x, y); }, -5, 5);
+  check_binary([](auto a, auto b) { return tessel::pow(a, b); }, [](double x, double y) { return std::pow(x, y); }, 0.1, 3);
+}
+
+TEST(Elementwise, MaxAndMinPropagateNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  tensor<float, shape<4>> a{nan, 1, 2, nan}, b{1, nan, 3, nan};
+  const auto mx = jit([](auto x, auto y) { return tessel::max(x, y); })(a, b);
+  const auto mn = jit([](auto x, auto y) { return tessel::min(x, y); })(a, b);
+  for (std::size_t i : {0u, 1u, 3u}) EXPECT_TRUE(std::isnan(mx[i]) && std::isnan(mn[i])) << i;
+  EXPECT_EQ(mx[2], 3.0f);
+  EXPECT_EQ(mn[2], 2.0f);
+}
+
+TEST(Elementwise, ComparisonsGivePred) {
+  tensor<float, shape<5>> a{1, 2, 3, std::numeric_limits<float>::quiet_NaN(), -1};
+  const auto [lt, le, gt, ge, eq, ne] = jit([](auto x) {
+    return std::make_tuple(x < 2.0f, x <= 2.0f, x > 2.0f, x >= 2.0f, x == 2.0f, x != 2.0f);
+  })(a);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(lt)>, tensor<bool, shape<5>>>);
+  EXPECT_EQ(lt, (tensor<bool, shape<5>>{true, false, false, false, true}));
+  EXPECT_EQ(le, (tensor<bool, shape<5>>{true, true, false, false, true}));
+  EXPECT_EQ(gt, (tensor<bool, shape<5>>{false, false, true, false, false}));
+  EXPECT_EQ(ge, (tensor<bool, shape<5>>{false, true, true, false, false}));
+  EXPECT_EQ(eq, (tensor<bool, shape<5>>{false, true, false, false, false}));
+  EXPECT_EQ(ne, (tensor<bool, shape<5>>{true, false, true, true, true}));
+}
+
+TEST(Elementwise, IntegersFollowXla) {
+  constexpr std::int32_t lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
+  tensor<std::int32_t, shape<6>> a{7, -7, 5, lo, hi, lo}, b{2, 2, 0, -1, 1, 1};
+  const auto [q, s, p, m, ab] = jit([](auto x, auto y) { return std::make_tuple(x / y, x + y, x * y, -x, tessel::abs(x)); })(a, b);
+  EXPECT_EQ(q, (tensor<std::int32_t, shape<6>>{3, -3, -1, lo, hi, lo}));  // toward zero; x/0 = -1; MIN/-1 = MIN
+  EXPECT_EQ(s, (tensor<std::int32_t, shape<6>>{9, -5, 5, hi, lo, lo + 1}));  // wraps
+  EXPECT_EQ(p, (tensor<std::int32_t, shape<6>>{14, -14, 0, lo, hi, lo}));
+  EXPECT_EQ(m, (tensor<std::int32_t, shape<6>>{-7, 7, -5, lo, -hi, lo}));
+  EXPECT_EQ(ab, (tensor<std::int32_t, shape<6>>{7, 7, 5, lo, hi, lo}));
+  tensor<std::uint32_t, shape<3>> u{5, 0, 1}, v{0, 1, 2};
+  const auto uq = jit([](auto x, auto y) { return std::make_tuple(x / y, x - y); })(u, v);
+  EXPECT_EQ(std::get<0>(uq), (tensor<std::uint32_t, shape<3>>{0xffffffffu, 0, 0}));
+  EXPECT_EQ(std::get<1>(uq), (tensor<std::uint32_t, shape<3>>{5, 0xffffffffu, 0xffffffffu}));
+}
+
+TEST(Elementwise, SelectAndConvert) {
+  tensor<float, shape<2, 3>> x{-1.5f, 2.5f, std::numeric_limits<float>::quiet_NaN(), 3e9f, -3e9f, 0.5f};
+  const auto [r, i, p, u] = jit([](auto v) {
+    return std::make_tuple(tessel::select(v > 0.0f, v, 0.0f), tessel::convert_element_type<std::int32_t>(v),
+                           tessel::convert_element_type<bool>(v), tessel::convert_element_type<std::uint32_t>(v));
+  })(x);
+  EXPECT_EQ(r[0], 0.0f);
+  EXPECT_EQ(r[1], 2.5f);
+  EXPECT_EQ(i, (tensor<std::int32_t, shape<2, 3>>{-1, 2, 0, std::numeric_limits<std::int32_t>::max(),
+                                                  std::numeric_limits<std::int32_t>::min(), 0}));
+  EXPECT_EQ(p, (tensor<bool, shape<2, 3>>{true, true, true, true, true, true}));
+  EXPECT_EQ(u[3], 3000000000u);
+  EXPECT_EQ(u[4], 0u);
+  tensor<float, shape<1>> tie{1.00390625f};
+  const auto rounded = jit([](auto v) { return tessel::convert_element_type<float>(tessel::convert_element_type<bfloat16>(v)); })(tie);
+  EXPECT_EQ(rounded[0], 1.0f);  // the explicit cast rounds even inside a fused loop
+}
+
+TEST(Elementwise, LiteralsAreTypedByTheTensor) {
+  tensor<std::int32_t, shape<3>> k{1, 2, 3};
+  const auto y = jit([](auto v) { return v * 2 + 1; })(k);
+  EXPECT_EQ(y, (tensor<std::int32_t, shape<3>>{3, 5, 7}));
+  tensor<bfloat16, shape<2>> h{bfloat16(1.0f), bfloat16(2.0f)};
+  const auto z = jit([](auto v) { return v * 0.5f; })(h);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(z)>, tensor<bfloat16, shape<2>>>);
+  EXPECT_EQ(static_cast<float>(z[1]), 1.0f);
+}
+
+TEST(Elementwise, ScalarArgumentsAreParameters) {
+  tensor<float, shape<3>> x{1, 2, 3};
+  const auto f = [](auto v, auto a) { return v * a; };
+  EXPECT_EQ(jit(f)(x, 2.0f), (tensor<float, shape<3>>{2, 4, 6}));
+  EXPECT_EQ(jit(f)(x, -1.0), (tensor<float, shape<3>>{-1, -2, -3}));  // a double argument is taken as f32
+}
+}  // namespace

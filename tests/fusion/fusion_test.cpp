@@ -1,0 +1,131 @@
+// Fusion, proved by counting kernels and buffers in the compile-time plan, and checked by value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "reference.hpp"
+#include "tessel/ops.hpp"
+#include "tessel/plan/dump.hpp"
+#include "tessel/transform/jit.hpp"
+
+namespace {
+using tessel::jit;
+using tessel::shape;
+using tessel::tensor;
+using tessel::testing::random_tensor;
+
+template <class F, class... A>
+constexpr const auto& plan_of(F, const A&...) {
+  return decltype(jit(std::declval<F>()))::template traced_for<A...>::plan;
+}
+
+TEST(Fusion, AffineReluIsOneLoopWithNoIntermediateBuffer) {
+  const auto f = [](auto x, auto a, auto b) { return tessel::relu(a * x + b); };
+  const auto x = random_tensor<float, shape<300, 257>>(1);
+  const auto b = random_tensor<float, shape<257>>(2);
+  constexpr auto& p = decltype(jit(f))::traced_for<decltype(x), float, decltype(b)>::plan;
+  static_assert(p.kernel_count == 1);
+  static_assert(p.arena_bytes == 0);
+  static_assert(p.kernels[0].kind == tessel::plan::kernel_kind::loop);
+  const auto y = jit(f)(x, 1.5f, b);
+  for (std::size_t i = 0; i < 300; ++i)
+    for (std::size_t j = 0; j < 257; ++j) ASSERT_NEAR(y(i, j), std::max(0.0f, 1.5f * x(i, j) + b[j]), 1e-6);  // FMA or not
+}
+
+TEST(Fusion, SoftmaxIsOneRowPass) {
+  const auto f = [](auto x) { return tessel::softmax(x); };
+  const tensor<float, shape<64, 1024>> x = random_tensor<float, shape<64, 1024>>(3, -5, 5);
+  constexpr auto& p = decltype(jit(f))::traced_for<tensor<float, shape<64, 1024>>>::plan;
+  static_assert(p.kernel_count == 1 && p.kernels[0].kind == tessel::plan::kernel_kind::row);
+  static_assert(p.kernels[0].outer == 64 && p.kernels[0].inner == 1024);
+  static_assert(p.arena_bytes == 0);
+  const auto y = jit(f)(x);
+  for (std::size_t i = 0; i < 64; ++i) {
+    double total = 0;
+    for (std::size_t j = 0; j < 1024; ++j) total += y(i, j);
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+}
+
+TEST(Fusion, MatmulBiasReluIsOneKernel) {
+  const auto f = [](auto x, auto w, auto b) { return tessel::relu(tessel::matmul(x, w) + b); };
+  constexpr auto& p =
+      decltype(jit(f))::traced_for<tensor<float, shape<128, 784>>, tensor<float, shape<784, 256>>, tensor<float, shape<256>>>::plan;
+  static_assert(p.kernel_count == 1 && p.kernels[0].kind == tessel::plan::kernel_kind::contraction);
+  static_assert(p.arena_bytes == 0);
+  const std::string text = tessel::dump(p);
+  EXPECT_EQ(text.rfind("kernels: 1\n", 0), 0u) << text;
+  EXPECT_NE(text.find("fuses: dot_general broadcast_in_dim add broadcast_in_dim max"), std::string::npos) << text;
+}
+
+TEST(Fusion, LiteralsNeverMerge) {
+  // Equal types, different run-time constants: x*0.5 + x*0.7 must stay two products.
+  const auto f = [](auto x) { return x * 0.5f + x * 0.7f; };
+  const tensor<float, shape<4>> x{1, 2, 3, 4};
+  const auto y = jit(f)(x);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(y[i], x[i] * 0.5f + x[i] * 0.7f);
+  // ...while identical subexpressions do merge: exp(x) is computed once.
+  const auto g = [](auto v) { return tessel::exp(v) + tessel::exp(v); };
+  constexpr auto& p = decltype(jit(g))::traced_for<tensor<float, shape<4>>>::plan;
+  constexpr int exps = [] {
+    int n = 0;
+    for (const auto& node : p.program.nodes) n += node.prim == &tessel::prim::exp_p;
+    return n;
+  }();
+  static_assert(exps == 1);
+  // Two arguments of the same type are two values, never merged.
+  const auto h = [](auto a, auto b) { return a - b; };
+  EXPECT_EQ(jit(h)(x, tensor<float, shape<4>>{1, 1, 1, 1}), (tensor<float, shape<4>>{0, 1, 2, 3}));
+}
+
+TEST(Fusion, MultiUseValuesAreMaterialisedOnce) {
+  // e feeds a reduction and an elementwise output: one buffer, computed once, alive until its last reader.
+  const auto f = [](auto x) {
+    auto e = tessel::exp(tessel::transpose<1, 0>(x));
+    return std::make_tuple(tessel::sum<0>(e), e * 2.0f);
+  };
+  const auto x = random_tensor<float, shape<3, 5>>(4);
+  const auto [s, d] = jit(f)(x);
+  for (std::size_t j = 0; j < 3; ++j) {
+    double r = 0;
+    for (std::size_t i = 0; i < 5; ++i) r += std::exp(static_cast<double>(x(j, i)));
+    EXPECT_NEAR(s[j], r, 1e-4);
+  }
+  EXPECT_FLOAT_EQ(d(4, 2), 2 * std::exp(x(2, 4)));
+}
+
+TEST(Fusion, ArenaReusesDeadBuffers) {
+  // Four layout kernels in a chain: each intermediate dies when the next is made, so two slots suffice.
+  const auto f = [](auto x) {
+    auto a = tessel::transpose<1, 0>(x);
+    auto b = tessel::transpose<1, 0>(a * 2.0f);
+    auto c = tessel::transpose<1, 0>(b * 3.0f);
+    return tessel::transpose<1, 0>(c * 4.0f);
+  };
+  constexpr auto& p = decltype(jit(f))::traced_for<tensor<float, shape<64, 32>>>::plan;
+  constexpr std::size_t one = 64 * 32 * 4;
+  static_assert(p.arena_bytes <= 2 * one, "dead buffers must be reused");
+  static_assert(p.arena_bytes >= one);
+  const auto x = random_tensor<float, shape<64, 32>>(5);
+  const auto y = jit(f)(x);
+  EXPECT_FLOAT_EQ(y(7, 9), 24 * x(7, 9));
+}
+
+TEST(Fusion, OutputsCanRepeatAndBeArguments) {
+  const auto f = [](auto x) { return std::make_tuple(x, x + 1.0f, x + 1.0f, 2.0f * x); };
+  const tensor<float, shape<2>> x{1, 2};
+  const auto [a, b, c, d] = jit(f)(x);
+  EXPECT_EQ(a, x);
+  EXPECT_EQ(b, (tensor<float, shape<2>>{2, 3}));
+  EXPECT_EQ(c, b);
+  EXPECT_EQ(d, (tensor<float, shape<2>>{2, 4}));
+}
+
+TEST(Fusion, LargeLoopsRunOnEveryCore) {
+  const auto f = [](auto x) { return tessel::tanh(x) * 3.0f - 1.0f; };
+  const auto x = random_tensor<float, shape<1 << 20>>(6);
+  const auto y = jit(f)(x);
+  for (std::size_t i = 0; i < x.size; i += 4099) ASSERT_NEAR(y[i], std::tanh(x[i]) * 3 - 1, 1e-6);
+}
+}  // namespace

@@ -1,0 +1,59 @@
+#pragma once
+// Random inputs and reference comparisons for the primitive tests.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+
+#include "tessel/core/print.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel_test.hpp"
+
+namespace tessel::testing {
+
+template <class T, class S>
+tensor<T, S> random_tensor(std::uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 gen(seed);
+  tensor<T, S> t;
+  if constexpr (std::is_same_v<T, bool>) {
+    std::bernoulli_distribution d(0.5);
+    for (auto& v : t) v = d(gen);
+  } else if constexpr (std::is_integral_v<T>) {
+    std::uniform_int_distribution<long long> d(static_cast<long long>(lo), static_cast<long long>(hi));
+    for (auto& v : t) v = static_cast<T>(d(gen));
+  } else {
+    std::uniform_real_distribution<double> d(lo, hi);
+    for (auto& v : t) v = T(static_cast<float>(d(gen)));
+  }
+  return t;
+}
+
+// Distance in units in the last place of float between a float result and a double reference.
+inline double ulp_error(float actual, double expected) {
+  if (std::isnan(expected)) return std::isnan(actual) ? 0.0 : 1e30;
+  if (std::isinf(expected)) return actual == static_cast<float>(expected) ? 0.0 : 1e30;
+  const float rounded = static_cast<float>(expected);
+  const float ulp = std::nextafter(std::abs(rounded), std::numeric_limits<float>::infinity()) - std::abs(rounded);
+  const double u = std::isinf(ulp) ? std::ldexp(1.0, 104) : (ulp == 0 ? std::numeric_limits<float>::denorm_min() : ulp);
+  return std::abs(static_cast<double>(actual) - expected) / u;
+}
+
+// Every element within max_ulp of its double reference (tiny references use an absolute floor).
+template <class S, class Ref>
+::testing::AssertionResult within_ulp(const tensor<float, S>& actual, Ref reference, double max_ulp, double abs_floor = 0) {
+  for (std::size_t i = 0; i < S::size; ++i) {
+    const double e = reference(i);
+    const double err = ulp_error(actual[i], e);
+    if (err > max_ulp && !(std::abs(actual[i] - e) <= abs_floor)) {
+      std::ostringstream os;
+      os << "element " << i << ": " << actual[i] << " vs reference " << e << " (" << err << " ULP > " << max_ulp << ")";
+      return ::testing::AssertionFailure() << os.str();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tessel::testing
