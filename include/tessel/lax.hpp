@@ -37,6 +37,7 @@
 #include "tessel/prim/rsqrt.hpp"
 #include "tessel/prim/select.hpp"
 #include "tessel/prim/sign.hpp"
+#include "tessel/prim/stop_gradient.hpp"
 #include "tessel/prim/sin.hpp"
 #include "tessel/prim/sqrt.hpp"
 #include "tessel/prim/sub.hpp"

@@ -204,14 +204,26 @@ class executor {
     const int m = slot_of(kr, id);
     if (m >= 0) return tile_of[m];
     const ir::node& operand = nd(id);
-    if (operand.prim->kind == ir::prim_kind::literal) {
-      splat(operand, dtype, n, spare);
+    if (const ir::node* lit = literal_behind(id)) {
+      splat(*lit, dtype, n, spare);
+      return spare;
+    }
+    if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(id)] < 0) {
+      operand.prim->generate(operand, first, n, spare);
       return spare;
     }
     const auto* base = static_cast<const unsigned char*>(storage(id));
     if (operand.dtype != ir::dtype_code::bf16) return base + first * ir::bytes_of(operand.dtype);
     load_tile(operand.dtype, base + first * 2, n, spare);
     return spare;
+  }
+
+  // The literal a node stands for (a literal, or a broadcast of one), or null.
+  const ir::node* literal_behind(int id) const {
+    const ir::node& n = nd(id);
+    if (n.prim->kind == ir::prim_kind::literal) return &n;
+    if (n.prim->kind == ir::prim_kind::broadcast && nd(n.operand(0)).prim->kind == ir::prim_kind::literal) return &nd(n.operand(0));
+    return nullptr;
   }
 
   void broadcast_into(const plan::kernel& kr, const ir::node& b, std::size_t first, std::size_t n, void* out, const void** tile_of) const {
@@ -221,8 +233,8 @@ class executor {
     if (m >= 0) {  // a row kernel's per-row scalar spread over the row
       const std::size_t bytes = tile_bytes(b.dtype);
       for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<unsigned char*>(out) + i * bytes, tile_of[m], bytes);
-    } else if (operand.prim->kind == ir::prim_kind::literal) {
-      splat(operand, b.dtype, n, out);
+    } else if (const ir::node* lit = literal_behind(source)) {
+      splat(*lit, b.dtype, n, out);
     } else {
       gather_broadcast(b, operand, storage(source), first, n, out);
     }

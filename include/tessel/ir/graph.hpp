@@ -73,6 +73,7 @@ struct attributes {
 };
 
 struct node;
+class graph_builder;
 
 // How the planner treats a primitive.
 enum class prim_kind : std::uint8_t {
@@ -104,6 +105,12 @@ using generate_fn = void (*)(const node& n, std::size_t first, std::size_t count
 // Fills count accumulators with the reduction's identity (0 for sum, the lowest value for max, ...).
 using init_fn = void (*)(const node& n, void* acc, std::size_t count);
 
+// Transform rules, evaluated while a program is traced (so they emit nodes into the same table).
+// vjp: given the node and the cotangent of its result, the cotangent of each operand (-1: none, zero).
+// jvp: given the tangents of the operands (-1: zero), the tangent of the result (-1: zero).
+using vjp_fn = void (*)(graph_builder& g, int node, int cotangent, std::array<int, max_operands>& operand_cotangents);
+using jvp_fn = int (*)(graph_builder& g, int node, const std::array<int, max_operands>& operand_tangents);
+
 // Everything about one primitive. Each primitive file defines one `inline constexpr primitive`.
 struct primitive {
   std::string_view name;
@@ -114,6 +121,9 @@ struct primitive {
   combine_fn combine = nullptr;
   init_fn init = nullptr;
   generate_fn generate = nullptr;      // generators (iota)
+  vjp_fn vjp = nullptr;                // reverse mode; null with differentiable = false means "no gradient"
+  jvp_fn jvp = nullptr;
+  bool differentiable = true;          // false: the result is piecewise constant (floor, comparisons, argmax)
   double flops_per_element = 1;    // for cost estimates in dump
 };
 
@@ -162,11 +172,22 @@ class graph_builder {
   std::vector<int> outputs;
   int parameter_count = 0;
 
+  // The first transform that met a primitive without the rule it needs (reported at the user's call).
+  const primitive* missing_rule = nullptr;
+  const char* missing_rule_kind = "";
+  constexpr void report_missing(const primitive* p, const char* kind) {
+    if (missing_rule == nullptr) {
+      missing_rule = p;
+      missing_rule_kind = kind;
+    }
+  }
+
  private:
   static constexpr std::size_t hash(const node& n) {
     std::size_t h = 14695981039346656037ull;
     auto mix = [&h](std::size_t v) { h = (h ^ v) * 1099511628211ull; };
-    for (char c : n.prim->name) mix(static_cast<unsigned char>(c));
+    // The primitive is left out of the hash (its address has no value in constant evaluation); equal
+    // hashes compare it by address.
     mix(static_cast<std::size_t>(n.dtype));
     mix(static_cast<std::size_t>(n.operand_dtype));
     mix(n.arity);

@@ -19,8 +19,12 @@ namespace plan_detail {
 inline std::string type_string(const ir::node& n) {
   std::string s(ir::name_of(n.dtype));
   s += '[';
-  for (std::size_t i = 0; i < n.shape.rank; ++i) s += (i ? "," : "") + std::to_string(n.shape.d[i]);
-  return s + ']';
+  for (std::size_t i = 0; i < n.shape.rank; ++i) {
+    if (i) s += ',';
+    s += std::to_string(n.shape.d[i]);
+  }
+  s += ']';
+  return s;
 }
 
 inline std::string human_bytes(std::size_t b) {
@@ -34,9 +38,13 @@ inline std::string human_bytes(std::size_t b) {
 template <std::size_t N, std::size_t O>
 std::string buffer_name(const plan::plan<N, O>& p, int id) {
   const ir::node& n = p.node(id);
-  if (n.prim->kind == ir::prim_kind::parameter) return "param" + std::to_string(n.attr.ints[0]);
-  if (p.output_index[static_cast<std::size_t>(id)] >= 0) return "out" + std::to_string(p.output_index[static_cast<std::size_t>(id)]);
-  return "%" + std::to_string(id);
+  std::string name = n.prim->kind == ir::prim_kind::parameter ? "param"
+                     : p.output_index[static_cast<std::size_t>(id)] >= 0 ? "out"
+                                                                        : "%";
+  name += std::to_string(n.prim->kind == ir::prim_kind::parameter ? n.attr.ints[0]
+                         : p.output_index[static_cast<std::size_t>(id)] >= 0 ? p.output_index[static_cast<std::size_t>(id)]
+                                                                             : id);
+  return name;
 }
 
 }  // namespace plan_detail

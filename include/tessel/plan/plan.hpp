@@ -63,6 +63,15 @@ struct plan {
   constexpr std::size_t bytes(int id) const { return node(id).shape.size() * ir::bytes_of(node(id).dtype); }
 };
 
+// Values so cheap that every kernel reading them computes them itself instead of reading a buffer:
+// literals, their broadcasts, and iota.
+template <std::size_t N, std::size_t O>
+constexpr bool is_inline_constant(const ir::program<N, O>& p, int id) {
+  const ir::node& n = p.nodes[static_cast<std::size_t>(id)];
+  if (n.prim->kind == ir::prim_kind::literal || n.prim->kind == ir::prim_kind::generator) return true;
+  return n.prim->kind == ir::prim_kind::broadcast && p.nodes[static_cast<std::size_t>(n.operands[0])].prim->kind == ir::prim_kind::literal;
+}
+
 namespace detail {
 
 constexpr bool is_trailing_split(const ir::dims& full, const ir::dims& outer) {
@@ -89,7 +98,8 @@ template <std::size_t N, std::size_t O>
 struct builder {
   const ir::program<N, O>& p;
   plan<N, O>& out;
-  std::array<int, N> user_count{};
+  std::array<int, N> user_count{};  // users among live nodes
+  std::array<bool, N> live{};
   std::array<int, N> common_kernel{};  // the kernel all users are in, -1 none yet, -2 several
   std::array<bool, N> is_output{};
 
@@ -164,17 +174,22 @@ struct builder {
       if (out.output_index[static_cast<std::size_t>(p.outputs[o])] == -1)
         out.output_index[static_cast<std::size_t>(p.outputs[o])] = static_cast<int>(o);
     }
-    for (const ir::node& n : p.nodes)
+    // Dead code: only nodes an output depends on are planned (derivative rules emit some that are not).
+    for (std::size_t i = N; i-- > 0;) {
+      if (!is_output[i] && user_count[i] == 0) continue;
+      live[i] = true;
+      const ir::node& n = p.nodes[i];
       for (std::size_t a = 0; a < n.arity; ++a) ++user_count[static_cast<std::size_t>(n.operands[a])];
+    }
 
     // Members are collected per kernel in reverse; kernels are numbered as created and renumbered below.
 
     for (std::size_t ii = N; ii-- > 0;) {
       const int id = static_cast<int>(ii);
       const ir::node& n = p.nodes[ii];
-      const bool live = is_output[ii] || user_count[ii] > 0;
-      if (!live) continue;
+      if (!live[ii]) continue;
       const auto kind = n.prim->kind;
+      if (!is_output[ii] && is_inline_constant(p, id)) continue;  // recomputed wherever it is read
       if (kind == ir::prim_kind::parameter) {
         out.materialized[ii] = true;
         if (!is_output[ii]) continue;

@@ -22,6 +22,9 @@ struct abs_rule {
     return x < 0 ? static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)) : x;
   }
   static std::uint32_t apply(std::uint32_t x) { return x; }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::unary(g, sign_p, g[node].operands[0]));
+  }
 };
 inline constexpr ir::primitive abs_p = unary_primitive<abs_rule>("abs", 1);
 }  // namespace prim

@@ -46,7 +46,7 @@ inline void run_argmax(const ir::node& n, const ir::node* const* operands, const
   }
 }
 
-inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax};
+inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax, .differentiable = false};
 }  // namespace prim
 
 template <long Axis, Traced X>

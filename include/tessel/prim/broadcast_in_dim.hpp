@@ -8,11 +8,35 @@
 #include <array>
 
 #include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
 
 namespace tessel {
 namespace prim {
 
-inline constexpr ir::primitive broadcast_in_dim_p{.name = "broadcast_in_dim", .kind = ir::prim_kind::broadcast,
+// The cotangent sums over every result axis the operand was spread along (new axes and size-1 axes).
+constexpr void broadcast_in_dim_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const ir::dims operand = g[n.operands[0]].shape;
+  std::array<bool, ir::max_rank> summed{};
+  for (std::size_t i = 0; i < n.shape.rank; ++i) summed[i] = true;
+  for (std::size_t i = 0; i < operand.rank; ++i) {
+    const auto axis = static_cast<std::size_t>(n.attr.ints[i]);
+    summed[axis] = operand.d[i] != n.shape.d[axis];
+  }
+  out[0] = build::reshape(g, build::reduce(g, reduce_sum_p, ct, summed), operand);
+}
+constexpr int broadcast_in_dim_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  if (t[0] < 0) return -1;
+  const ir::node n = g[node];
+  std::array<std::int64_t, ir::max_rank> dims{};
+  for (std::size_t i = 0; i < n.attr.count; ++i) dims[i] = n.attr.ints[i];
+  return build::broadcast_in_dim(g, t[0], n.shape, dims);
+}
+
+inline constexpr ir::primitive broadcast_in_dim_p{.name = "broadcast_in_dim",
+                                                  .kind = ir::prim_kind::broadcast,
+                                                  .vjp = &broadcast_in_dim_vjp,
+                                                  .jvp = &broadcast_in_dim_jvp,
                                                   .flops_per_element = 0};
 
 template <class X, class Out, std::size_t... Dims>

@@ -57,8 +57,22 @@ inline void evaluate_convert(const ir::node& node, const void* const* in, void* 
   }
 }
 
-inline constexpr ir::primitive convert_element_type_p{
-    .name = "convert_element_type", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_convert};
+// Between floating dtypes the cotangent converts back; to or from integers there is no gradient.
+constexpr void convert_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  if (ir::is_floating(n.dtype) && ir::is_floating(n.operand_dtype)) out[0] = build::convert(g, ct, n.operand_dtype);
+}
+constexpr int convert_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  if (t[0] < 0 || !ir::is_floating(n.dtype) || !ir::is_floating(n.operand_dtype)) return -1;
+  return build::convert(g, t[0], n.dtype);
+}
+
+inline constexpr ir::primitive convert_element_type_p{.name = "convert_element_type",
+                                                      .kind = ir::prim_kind::elementwise,
+                                                      .evaluate = &evaluate_convert,
+                                                      .vjp = &convert_vjp,
+                                                      .jvp = &convert_jvp};
 }  // namespace prim
 
 template <class U, Traced X>

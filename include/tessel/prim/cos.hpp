@@ -12,6 +12,9 @@ struct cos_rule {
   static constexpr fixed_string name = "tessel::cos";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::cos(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::neg(g, build::unary(g, sin_p, g[node].operands[0])));
+  }
 };
 inline constexpr ir::primitive cos_p = unary_primitive<cos_rule>("cos", 10);
 }  // namespace prim

@@ -20,6 +20,11 @@ struct div_rule {
     return a / b;
   }
   static std::uint32_t apply(std::uint32_t a, std::uint32_t b) { return b == 0 ? ~0u : a / b; }
+  static constexpr std::array<partial, 2> partials(ir::graph_builder& g, int node) {
+    const ir::node n = g[node];
+    const int b = n.operands[1];
+    return {of_node(build::div(g, build::scalar_like(g, b, 1.0), b)), of_node(build::neg(g, build::div(g, node, b)))};
+  }
 };
 inline constexpr ir::primitive div_p = binary_primitive<div_rule>("div", 4);
 }  // namespace prim

@@ -17,6 +17,7 @@
 
 #include "tessel/backend/gemm.hpp"
 #include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
 #include "tessel/prim/transpose.hpp"
 
 namespace tessel {
@@ -83,7 +84,80 @@ inline void run_dot_general(const ir::node& n, const ir::node* const* operands, 
   ::operator delete(scratch, std::align_val_t{64});
 }
 
-inline constexpr ir::primitive dot_general_p{.name = "dot_general", .kind = ir::prim_kind::contraction, .run = &run_dot_general};
+// Reverse mode (JAX's transpose rules): each operand's cotangent is a dot_general of the result's
+// cotangent with the other operand, contracting the other operand's free axes. The cotangent goes on
+// the same side as the operand it is for, so that for a matmul both come out in the operand's layout
+// (dx = ct . w^T, dw = x^T . ct) and need no transpose.
+constexpr int dot_cotangent(ir::graph_builder& g, int ct, int other, const build::dot_dims& d, bool for_lhs,
+                            std::size_t own_rank) {
+  const ir::dims other_shape = g[other].shape;
+  const auto& own_c = for_lhs ? d.lc : d.rc;
+  const auto& own_b = for_lhs ? d.lb : d.rb;
+  const auto& other_c = for_lhs ? d.rc : d.lc;
+  const auto& other_b = for_lhs ? d.rb : d.lb;
+  // ct's axes: [batch (nb), lhs free, rhs free]; the other operand's free axes start here:
+  const std::size_t lhs_free = for_lhs ? own_rank - d.nb - d.nc : other_shape.rank - d.nb - d.nc;
+  const std::size_t other_free_begin = for_lhs ? d.nb + lhs_free : d.nb;
+  build::dot_dims e;  // in (ct, other) terms first
+  e.nb = d.nb;
+  std::array<std::size_t, ir::max_rank> ct_b{}, ot_b{}, ct_c{}, ot_c{};
+  for (std::size_t i = 0; i < d.nb; ++i) {
+    ct_b[i] = i;
+    ot_b[i] = other_b[i];
+  }
+  std::size_t j = 0;
+  for (std::size_t a = 0; a < other_shape.rank; ++a) {
+    if (build::contains(other_c, d.nc, a) || build::contains(other_b, d.nb, a)) continue;
+    ct_c[j] = other_free_begin + j;
+    ot_c[j] = a;
+    ++j;
+  }
+  e.nc = j;
+  if (for_lhs) {
+    e.lb = ct_b, e.rb = ot_b, e.lc = ct_c, e.rc = ot_c;
+  } else {
+    e.lb = ot_b, e.rb = ct_b, e.lc = ot_c, e.rc = ct_c;
+  }
+  const int r = for_lhs ? build::dot_general(g, ct, other, e) : build::dot_general(g, other, ct, e);
+  // r's axes: [batch, then (lhs) own free, other's contracting sorted | (rhs) other's contracting sorted, own free].
+  std::array<std::size_t, ir::max_rank> position{};  // own axis -> r axis
+  for (std::size_t i = 0; i < d.nb; ++i) position[own_b[i]] = i;
+  const std::size_t own_free_begin = for_lhs ? d.nb : d.nb + d.nc;
+  const std::size_t contracted_begin = for_lhs ? d.nb + (own_rank - d.nb - d.nc) : d.nb;
+  std::size_t next = own_free_begin;
+  for (std::size_t a = 0; a < own_rank; ++a)
+    if (!build::contains(own_c, d.nc, a) && !build::contains(own_b, d.nb, a)) position[a] = next++;
+  for (std::size_t i = 0; i < d.nc; ++i) {
+    std::size_t rank_in_sorted = 0;  // other_c[i]'s place among the other's contracting axes, sorted
+    for (std::size_t k = 0; k < d.nc; ++k) rank_in_sorted += other_c[k] < other_c[i];
+    position[own_c[i]] = contracted_begin + rank_in_sorted;
+  }
+  return build::transpose(g, r, position);
+}
+
+constexpr void dot_general_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const build::dot_dims d = build::dims_of_dot(n);
+  const int lhs = n.operands[0], rhs = n.operands[1];
+  const std::size_t lhs_rank = g[lhs].shape.rank, rhs_rank = g[rhs].shape.rank;
+  out[0] = dot_cotangent(g, ct, rhs, d, true, lhs_rank);
+  out[1] = dot_cotangent(g, ct, lhs, d, false, rhs_rank);
+}
+
+// Bilinear: d(a.b) = da.b + a.db.
+constexpr int dot_general_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  const build::dot_dims d = build::dims_of_dot(n);
+  const int left = t[0] < 0 ? -1 : build::dot_general(g, t[0], n.operands[1], d);
+  const int right = t[1] < 0 ? -1 : build::dot_general(g, n.operands[0], t[1], d);
+  return build::add(g, left, right);
+}
+
+inline constexpr ir::primitive dot_general_p{.name = "dot_general",
+                                             .kind = ir::prim_kind::contraction,
+                                             .run = &run_dot_general,
+                                             .vjp = &dot_general_vjp,
+                                             .jvp = &dot_general_jvp};
 
 template <fixed_string Op, class L, class R, class Lc, class Rc, class Lb, class Rb>
 struct dot_check {
@@ -159,50 +233,6 @@ struct dot_check {
   }();
 };
 
-// The permutation that puts an operand in [batch..., first..., second...] order, where first/second
-// are its free and contracting axes in the order the GEMM needs.
-template <std::size_t Rank, class Batch, class Contract, bool ContractLast>
-constexpr std::array<std::size_t, Rank> canonical_order() {
-  std::array<std::size_t, Rank> order{};
-  std::size_t j = 0;
-  for (std::size_t a : Batch::values) order[j++] = a;
-  auto free_axes = [&] {
-    for (std::size_t a = 0; a < Rank; ++a)
-      if (std::find(Contract::values.begin(), Contract::values.end(), a) == Contract::values.end() &&
-          std::find(Batch::values.begin(), Batch::values.end(), a) == Batch::values.end())
-        order[j++] = a;
-  };
-  if (ContractLast) free_axes();
-  for (std::size_t a : Contract::values) order[j++] = a;
-  if (!ContractLast) free_axes();
-  return order;
-}
-
-template <std::size_t Rank>
-constexpr bool is_identity(const std::array<std::size_t, Rank>& p) {
-  for (std::size_t i = 0; i < Rank; ++i)
-    if (p[i] != i) return false;
-  return true;
-}
-
-template <auto Order, Traced X, std::size_t... I>
-constexpr auto apply_order(X x, std::index_sequence<I...>) {
-  return transpose<Order[I]...>(x);
-}
-
-// Where axes of the original operand went after gemm_ready's transpose.
-template <auto Order, class A>
-constexpr auto moved_axes() {
-  constexpr auto moved = [] {
-    std::array<std::size_t, A::count> out{};
-    for (std::size_t i = 0; i < A::count; ++i)
-      for (std::size_t p = 0; p < Order.size(); ++p)
-        if (Order[p] == A::values[i]) out[i] = p;
-    return out;
-  }();
-  return moved;
-}
-
 }  // namespace prim
 
 template <class Lc, class Rc, class Lb = axes<>, class Rb = axes<>, fixed_string Op = "tessel::dot_general", Traced L,
@@ -217,31 +247,14 @@ constexpr auto dot_general(L lhs, R rhs) {
     raise<"tessel::dot_general: integer and pred operands are not supported; fix: convert_element_type to f32">();
     return tracer<T, out_shape>{lhs.graph, -1};
   } else {
-    // Bring each operand into a stride-readable layout; axes are then renumbered by position.
-    constexpr auto lhs_order = [] {
-      constexpr auto p = prim::canonical_order<L::rank, Lb, Lc, true>();
-      constexpr auto q = prim::canonical_order<L::rank, Lb, Lc, false>();
-      return prim::is_identity(q) ? q : p;
-    }();
-    constexpr auto rhs_order = [] {
-      constexpr auto p = prim::canonical_order<R::rank, Rb, Rc, false>();
-      constexpr auto q = prim::canonical_order<R::rank, Rb, Rc, true>();
-      return prim::is_identity(q) ? q : p;
-    }();
-    auto l = prim::apply_order<lhs_order>(lhs, std::make_index_sequence<L::rank>{});
-    auto r = prim::apply_order<rhs_order>(rhs, std::make_index_sequence<R::rank>{});
-    constexpr auto lb = prim::moved_axes<lhs_order, Lb>();
-    constexpr auto rb = prim::moved_axes<rhs_order, Rb>();
-    constexpr auto lc = prim::moved_axes<lhs_order, Lc>();
-    constexpr auto rc = prim::moved_axes<rhs_order, Rc>();
-    ir::attributes a;
-    a.push(static_cast<std::int64_t>(Lb::count));
-    a.push(static_cast<std::int64_t>(Lc::count));
-    for (std::size_t v : lb) a.push(static_cast<std::int64_t>(v));
-    for (std::size_t v : rb) a.push(static_cast<std::int64_t>(v));
-    for (std::size_t v : lc) a.push(static_cast<std::int64_t>(v));
-    for (std::size_t v : rc) a.push(static_cast<std::int64_t>(v));
-    return ir::emit<T, out_shape>(lhs.graph, prim::dot_general_p, {l.id, r.id}, a);
+    prim::build::dot_dims d;
+    d.nb = Lb::count;
+    d.nc = Lc::count;
+    for (std::size_t i = 0; i < Lb::count; ++i) d.lb[i] = Lb::values[i];
+    for (std::size_t i = 0; i < Rb::count; ++i) d.rb[i] = Rb::values[i];
+    for (std::size_t i = 0; i < Lc::count; ++i) d.lc[i] = Lc::values[i];
+    for (std::size_t i = 0; i < Rc::count; ++i) d.rc[i] = Rc::values[i];
+    return tracer<T, out_shape>{lhs.graph, prim::build::dot_general(*lhs.graph, lhs.id, rhs.id, d)};
   }
 }
 }  // namespace tessel

@@ -12,6 +12,11 @@ struct erf_rule {
   static constexpr fixed_string name = "tessel::erf";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::erf(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    const int x = g[node].operands[0];
+    const int e = build::unary(g, exp_p, build::neg(g, build::mul(g, x, x)));
+    return of_node(build::scale(g, e, 1.1283791670955126));  // 2 / sqrt(pi)
+  }
 };
 inline constexpr ir::primitive erf_p = unary_primitive<erf_rule>("erf", 12);
 }  // namespace prim

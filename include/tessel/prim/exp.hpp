@@ -12,6 +12,9 @@ struct exp_rule {
   static constexpr fixed_string name = "tessel::exp";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::exp(x); }
+  static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {
+    return of_node(node);  // d exp(x) = exp(x): the forward value, reused
+  }
 };
 inline constexpr ir::primitive exp_p = unary_primitive<exp_rule>("exp", 8);
 }  // namespace prim

@@ -12,6 +12,9 @@ struct expm1_rule {
   static constexpr fixed_string name = "tessel::expm1";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::expm1(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::add(g, node, build::scalar_like(g, node, 1.0)));
+  }
 };
 inline constexpr ir::primitive expm1_p = unary_primitive<expm1_rule>("expm1", 8);
 }  // namespace prim

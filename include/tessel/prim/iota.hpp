@@ -33,7 +33,7 @@ inline void generate_iota(const ir::node& n, std::size_t first, std::size_t coun
 }
 
 inline constexpr ir::primitive iota_p{.name = "iota", .kind = ir::prim_kind::generator, .generate = &generate_iota,
-                                      .flops_per_element = 0};
+                                      .differentiable = false, .flops_per_element = 0};
 }  // namespace prim
 
 template <class T, class S, long Dimension, Traced Anchor>

@@ -12,6 +12,10 @@ struct log_rule {
   static constexpr fixed_string name = "tessel::log";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::log(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    const int x = g[node].operands[0];
+    return of_node(build::div(g, build::scalar_like(g, x, 1.0), x));
+  }
 };
 inline constexpr ir::primitive log_p = unary_primitive<log_rule>("log", 8);
 }  // namespace prim

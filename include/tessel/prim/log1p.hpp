@@ -12,6 +12,11 @@ struct log1p_rule {
   static constexpr fixed_string name = "tessel::log1p";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::log1p(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    const int x = g[node].operands[0];
+    const int one = build::scalar_like(g, x, 1.0);
+    return of_node(build::div(g, one, build::add(g, one, x)));
+  }
 };
 inline constexpr ir::primitive log1p_p = unary_primitive<log1p_rule>("log1p", 8);
 }  // namespace prim

@@ -12,6 +12,9 @@ struct logistic_rule {
   static constexpr fixed_string name = "tessel::logistic";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / (simd::splat<decltype(x)>(1.0f) + xsimd::exp(-x)); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::mul(g, node, build::sub(g, build::scalar_like(g, node, 1.0), node)));
+  }
 };
 inline constexpr ir::primitive logistic_p = unary_primitive<logistic_rule>("logistic", 10);
 }  // namespace prim

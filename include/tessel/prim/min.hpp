@@ -18,6 +18,16 @@ struct min_rule {
       return simd::select(simd::is_nan(a) || a < b, a, b);  // NaN in b falls through to b
     }
   }
+  // JAX's balanced rule: the winner gets the whole cotangent, a tie splits it in halves.
+  static constexpr std::array<partial, 2> partials(ir::graph_builder& g, int node) {
+    const ir::node n = g[node];
+    const int a = n.operands[0], b = n.operands[1];
+    const int wins = build::compare(g, lt_p, a, b);
+    const int ties = build::compare(g, eq_p, a, b);
+    const int half_or_none = build::select(g, ties, build::scalar_like(g, a, 0.5), build::scalar_like(g, a, 0.0));
+    const int wa = build::select(g, wins, build::scalar_like(g, a, 1.0), half_or_none);
+    return {of_node(wa), of_node(build::sub(g, build::scalar_like(g, a, 1.0), wa))};
+  }
 };
 inline constexpr ir::primitive min_p = binary_primitive<min_rule>("min");
 }  // namespace prim

@@ -14,6 +14,10 @@ struct mul_rule {
   static std::int32_t apply(std::int32_t a, std::int32_t b) {
     return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) * static_cast<std::uint32_t>(b));  // wraps, no UB
   }
+  static constexpr std::array<partial, 2> partials(ir::graph_builder& g, int node) {
+    const ir::node n = g[node];
+    return {of_node(n.operands[1]), of_node(n.operands[0])};
+  }
 };
 inline constexpr ir::primitive mul_p = binary_primitive<mul_rule>("mul");
 }  // namespace prim

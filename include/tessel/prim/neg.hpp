@@ -13,6 +13,9 @@ struct neg_rule {
   static constexpr accepts domain = accepts::numeric;
   static auto apply(auto x) { return -x; }
   static std::int32_t apply(std::int32_t x) { return static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)); }
+  static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {
+    return {partial::minus_one};
+  }
 };
 inline constexpr ir::primitive neg_p = unary_primitive<neg_rule>("neg", 1);
 }  // namespace prim

@@ -24,7 +24,7 @@ struct reduce_max_rule {
     return max_rule::apply(a, b);
   }
 };
-inline constexpr ir::primitive reduce_max_p = reduce_primitive<reduce_max_rule>("reduce_max");
+inline constexpr ir::primitive reduce_max_p = reduce_primitive<reduce_max_rule>("reduce_max", true);
 }  // namespace prim
 
 template <long... Axes, Traced X>

@@ -24,7 +24,7 @@ struct reduce_min_rule {
     return min_rule::apply(a, b);
   }
 };
-inline constexpr ir::primitive reduce_min_p = reduce_primitive<reduce_min_rule>("reduce_min");
+inline constexpr ir::primitive reduce_min_p = reduce_primitive<reduce_min_rule>("reduce_min", true);
 }  // namespace prim
 
 template <long... Axes, Traced X>

@@ -24,7 +24,7 @@ struct reduce_sum_rule {
     return a + b;
   }
 };
-inline constexpr ir::primitive reduce_sum_p = reduce_primitive<reduce_sum_rule>("reduce_sum");
+inline constexpr ir::primitive reduce_sum_p = reduce_primitive<reduce_sum_rule>("reduce_sum", false);
 }  // namespace prim
 
 template <long... Axes, Traced X>

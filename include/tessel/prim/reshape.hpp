@@ -2,11 +2,23 @@
 // reshape<To> (lax.reshape): the same elements in row-major order under a shape of equal size.
 // It moves no data: a materialised operand is reused as the result's buffer.
 
+#include <array>
+
 #include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
 
 namespace tessel {
 namespace prim {
-inline constexpr ir::primitive reshape_p{.name = "reshape", .kind = ir::prim_kind::reshape, .flops_per_element = 0};
+constexpr void reshape_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  out[0] = build::reshape(g, ct, g[n.operands[0]].shape);
+}
+constexpr int reshape_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  return t[0] < 0 ? -1 : build::reshape(g, t[0], g[node].shape);
+}
+
+inline constexpr ir::primitive reshape_p{.name = "reshape", .kind = ir::prim_kind::reshape, .vjp = &reshape_vjp,
+                                         .jvp = &reshape_jvp, .flops_per_element = 0};
 }  // namespace prim
 
 template <class To, Traced X>

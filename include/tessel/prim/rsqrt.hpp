@@ -12,6 +12,10 @@ struct rsqrt_rule {
   static constexpr fixed_string name = "tessel::rsqrt";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / xsimd::sqrt(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    const int x = g[node].operands[0];
+    return of_node(build::div(g, build::scale(g, node, -0.5), x));
+  }
 };
 inline constexpr ir::primitive rsqrt_p = unary_primitive<rsqrt_rule>("rsqrt", 3);
 }  // namespace prim

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include <array>
+
 #include "tessel/prim/family/elementwise.hpp"
 
 namespace tessel {
@@ -29,7 +31,23 @@ inline void evaluate_select(const ir::node& node, const void* const* in, void* o
   }
 }
 
-inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_select};
+// The cotangent flows to the branch each element took; the predicate gets none.
+constexpr void select_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const int zero = build::zeros_like(g, ct);
+  out[1] = build::select(g, n.operands[0], ct, zero);
+  out[2] = build::select(g, n.operands[0], zero, ct);
+}
+constexpr int select_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  if (t[1] < 0 && t[2] < 0) return -1;
+  const ir::node n = g[node];
+  const int a = t[1] >= 0 ? t[1] : build::zeros_like(g, node);
+  const int b = t[2] >= 0 ? t[2] : build::zeros_like(g, node);
+  return build::select(g, n.operands[0], a, b);
+}
+
+inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_select,
+                                        .vjp = &select_vjp, .jvp = &select_jvp};
 
 template <class P>
 consteval bool check_predicate() {

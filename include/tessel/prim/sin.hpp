@@ -12,6 +12,9 @@ struct sin_rule {
   static constexpr fixed_string name = "tessel::sin";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::sin(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::unary(g, cos_p, g[node].operands[0]));
+  }
 };
 inline constexpr ir::primitive sin_p = unary_primitive<sin_rule>("sin", 10);
 }  // namespace prim

@@ -12,6 +12,9 @@ struct sqrt_rule {
   static constexpr fixed_string name = "tessel::sqrt";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::sqrt(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::div(g, build::scalar_like(g, node, 0.5), node));
+  }
 };
 inline constexpr ir::primitive sqrt_p = unary_primitive<sqrt_rule>("sqrt", 2);
 }  // namespace prim

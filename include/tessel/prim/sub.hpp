@@ -14,6 +14,9 @@ struct sub_rule {
   static std::int32_t apply(std::int32_t a, std::int32_t b) {
     return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) - static_cast<std::uint32_t>(b));  // wraps, no UB
   }
+  static constexpr std::array<partial, 2> partials([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {
+    return {partial{partial::one}, partial{partial::minus_one}};
+  }
 };
 inline constexpr ir::primitive sub_p = binary_primitive<sub_rule>("sub");
 }  // namespace prim

@@ -12,6 +12,9 @@ struct tanh_rule {
   static constexpr fixed_string name = "tessel::tanh";
   static constexpr accepts domain = accepts::floating;
   static auto apply(auto x) { return xsimd::tanh(x); }
+  static constexpr partial derivative(ir::graph_builder& g, int node) {
+    return of_node(build::sub(g, build::scalar_like(g, node, 1.0), build::mul(g, node, node)));
+  }
 };
 inline constexpr ir::primitive tanh_p = unary_primitive<tanh_rule>("tanh", 10);
 }  // namespace prim

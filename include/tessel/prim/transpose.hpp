@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
 
 namespace tessel {
 namespace prim {
@@ -48,8 +49,27 @@ inline void run_transpose(const ir::node& n, const ir::node* const* operands, co
   }
 }
 
-inline constexpr ir::primitive transpose_p{
-    .name = "transpose", .kind = ir::prim_kind::layout, .run = &run_transpose, .flops_per_element = 0};
+constexpr std::array<std::size_t, ir::max_rank> permutation_of(const ir::node& n) {
+  std::array<std::size_t, ir::max_rank> perm{};
+  for (std::size_t i = 0; i < n.shape.rank; ++i) perm[i] = static_cast<std::size_t>(n.attr.ints[i]);
+  return perm;
+}
+constexpr void transpose_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const auto perm = permutation_of(g[node]);
+  std::array<std::size_t, ir::max_rank> inverse{};
+  for (std::size_t i = 0; i < g[node].shape.rank; ++i) inverse[perm[i]] = i;
+  out[0] = build::transpose(g, ct, inverse);
+}
+constexpr int transpose_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  return t[0] < 0 ? -1 : build::transpose(g, t[0], permutation_of(g[node]));
+}
+
+inline constexpr ir::primitive transpose_p{.name = "transpose",
+                                           .kind = ir::prim_kind::layout,
+                                           .run = &run_transpose,
+                                           .vjp = &transpose_vjp,
+                                           .jvp = &transpose_jvp,
+                                           .flops_per_element = 0};
 }  // namespace prim
 
 template <std::size_t... Perm, Traced X>

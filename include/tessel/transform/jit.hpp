@@ -19,6 +19,7 @@
 #include "tessel/core/tensor.hpp"
 #include "tessel/ir/program.hpp"
 #include "tessel/ir/tracer.hpp"
+#include "tessel/lax.hpp"  // every primitive a traced program or a derivative rule may emit
 #include "tessel/plan/plan.hpp"
 #include "tessel/prim/parameter.hpp"
 
@@ -53,9 +54,9 @@ struct traced_result<tracer<T, S>> {
   using type = tensor<T, S>;
 };
 template <class... R>
-struct traced_result<std::tuple<R...>> {
+struct traced_result<std::tuple<R...>> {  // tuples nest: value_and_grad returns (value, (grads...))
   static constexpr bool supported = (traced_result<R>::supported && ...);
-  static constexpr std::size_t count = sizeof...(R);
+  static constexpr std::size_t count = (std::size_t{0} + ... + traced_result<R>::count);
   using type = std::tuple<typename traced_result<R>::type...>;
 };
 
@@ -89,9 +90,17 @@ constexpr void record_outputs(ir::graph_builder& g, const R& result) {
   if constexpr (Traced<R>) {
     g.outputs.push_back(result.id);
   } else {
-    std::apply([&](const auto&... r) { (g.outputs.push_back(r.id), ...); }, result);
+    std::apply([&](const auto&... r) { (record_outputs(g, r), ...); }, result);
   }
 }
+
+// What tracing found besides the nodes: their number and the first primitive missing a rule.
+struct trace_summary {
+  std::size_t nodes = 0;
+  bool missing_rule = false;
+  fixed_string<48> primitive{};
+  fixed_string<8> rule{};
+};
 
 template <class F, class... Args>
 struct traced {
@@ -105,13 +114,31 @@ struct traced {
     return traced_result<raw_result>::supported;
   }();
 
-  static consteval std::size_t node_count() {
+  static consteval trace_summary summarize() {
     ir::graph_builder g;
     record_outputs(g, call_with_parameters<F, Args...>(g, std::index_sequence_for<Args...>{}));
-    return g.size();
+    trace_summary t;
+    t.nodes = g.size();
+    if (g.missing_rule != nullptr) {
+      t.missing_rule = true;
+      for (std::size_t i = 0; i < g.missing_rule->name.size() && i + 1 < 48; ++i) t.primitive.text[i] = g.missing_rule->name[i];
+      for (std::size_t i = 0; g.missing_rule_kind[i] != '\0' && i + 1 < 8; ++i) t.rule.text[i] = g.missing_rule_kind[i];
+    }
+    return t;
   }
+  static constexpr trace_summary summary = summarize();
+  static_assert([] {
+    if constexpr (summary.missing_rule) {
+      raise<fit<[] {
+        return message_builder{} << "tessel: a transform needs the " << summary.rule << " rule of primitive "
+                                 << summary.primitive << ", which it does not have; fix: give the primitive that rule "
+                                                         "in its file, or wrap the call in stop_gradient";
+      }>()>();
+    }
+    return true;
+  }());
 
-  static constexpr std::size_t nodes = node_count();
+  static constexpr std::size_t nodes = summary.nodes;
   static constexpr std::size_t outputs = traced_result<raw_result>::count;
 
   static consteval ir::program<nodes, outputs> freeze() {
@@ -139,12 +166,13 @@ decltype(auto) normalize_scalar(const X& x) {
   else return (x);
 }
 
-template <class Result, std::size_t... I>
-void output_pointers(Result& r, void** out, std::index_sequence<I...>) {
+// Points out[next...] at the result tensors, depth first (the order record_outputs used).
+template <class Result>
+void output_pointers(Result& r, void** out, std::size_t& next) {
   if constexpr (Tensor<Result>) {
-    out[0] = r.data();
+    out[next++] = r.data();
   } else {
-    ((out[I] = std::get<I>(r).data()), ...);
+    std::apply([&](auto&... part) { (output_pointers(part, out, next), ...); }, r);
   }
 }
 
@@ -170,7 +198,8 @@ class jitted {
     typename t::result result;
     const void* parameters[sizeof...(A) + 1] = {detail::argument_pointer(args)...};
     void* outputs[t::outputs + 1];
-    detail::output_pointers(result, outputs, std::make_index_sequence<t::outputs>{});
+    std::size_t next = 0;
+    detail::output_pointers(result, outputs, next);
     backend::executor<t::nodes, t::outputs>(t::plan, parameters, outputs).run();
     return result;
   }

@@ -16,8 +16,17 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tessel/ir/tracer.hpp"
-#include "tessel/prim/broadcast_in_dim.hpp"
-#include "tessel/prim/literal.hpp"
+#include "tessel/prim/build.hpp"
+
+namespace tessel {
+// Defined in prim/broadcast_in_dim.hpp and prim/literal.hpp (included at the end: they include this file).
+template <class Out, Traced X>
+constexpr auto broadcast_to(X x);
+namespace prim {
+template <class T>
+constexpr tracer<T, shape<>> literal(ir::graph_builder* g, double value);
+}
+}  // namespace tessel
 
 namespace tessel::prim {
 
@@ -55,7 +64,8 @@ void map_unary(const T* x, R* y, std::size_t n) {
   std::size_t i = 0;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule1<Rule, xsimd::batch<float>>) {
     using batch = xsimd::batch<float>;
-    for (; i + batch::size <= n; i += batch::size) Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
+    for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
+      Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
   }
   for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(x[i]));
 }
@@ -65,7 +75,7 @@ void map_binary(const T* a, const T* b, R* y, std::size_t n) {
   std::size_t i = 0;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule2<Rule, xsimd::batch<float>>) {
     using batch = xsimd::batch<float>;
-    for (; i + batch::size <= n; i += batch::size)
+    for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
       Rule::apply(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(y + i);
   }
   for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(a[i], b[i]));
@@ -113,15 +123,74 @@ void evaluate_binary(const ir::node& node, const void* const* in, void* out, std
   }
 }
 
+// ---- differentiation: a rule gives its local derivatives; the family derives VJP and JVP ----------
+
+// A local derivative d(result)/d(operand): zero, one, minus one, or the value of a node.
+struct partial {
+  enum kind_t { zero, one, minus_one, node } kind = zero;
+  int id = -1;
+};
+constexpr partial of_node(int id) { return {partial::node, id}; }
+
+// v * partial, without emitting multiplications by constants.
+constexpr int times(ir::graph_builder& g, partial p, int v) {
+  if (v < 0) return -1;
+  switch (p.kind) {
+    case partial::zero: return -1;
+    case partial::one: return v;
+    case partial::minus_one: return build::neg(g, v);
+    default: return build::mul(g, v, p.id);
+  }
+}
+
+// Rules state `static constexpr partial derivative(g, node)` (unary) or `partials(g, node)` (binary).
+template <class Rule>
+concept HasDerivative = requires(ir::graph_builder& g) { Rule::derivative(g, 0); };
+template <class Rule>
+concept HasPartials = requires(ir::graph_builder& g) { Rule::partials(g, 0); };
+
+template <class Rule>
+constexpr void unary_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  out[0] = times(g, Rule::derivative(g, node), ct);
+}
+template <class Rule>
+constexpr int unary_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  return t[0] < 0 ? -1 : times(g, Rule::derivative(g, node), t[0]);
+}
+template <class Rule>
+constexpr void binary_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const std::array<partial, 2> p = Rule::partials(g, node);
+  out[0] = times(g, p[0], ct);
+  out[1] = times(g, p[1], ct);
+}
+template <class Rule>
+constexpr int binary_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  if (t[0] < 0 && t[1] < 0) return -1;
+  const std::array<partial, 2> p = Rule::partials(g, node);
+  return build::add(g, times(g, p[0], t[0]), times(g, p[1], t[1]));
+}
+
 template <class Rule>
 consteval ir::primitive unary_primitive(std::string_view name, double flops = 1) {
-  return ir::primitive{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_unary<Rule>,
-                       .flops_per_element = flops};
+  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_unary<Rule>, .flops_per_element = flops};
+  if constexpr (HasDerivative<Rule>) {
+    p.vjp = &unary_vjp<Rule>;
+    p.jvp = &unary_jvp<Rule>;
+  } else {
+    p.differentiable = false;  // piecewise constant: zero gradient, as JAX's floor and sign
+  }
+  return p;
 }
 template <class Rule>
 consteval ir::primitive binary_primitive(std::string_view name, double flops = 1) {
-  return ir::primitive{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_binary<Rule>,
-                       .flops_per_element = flops};
+  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_binary<Rule>, .flops_per_element = flops};
+  if constexpr (HasPartials<Rule>) {
+    p.vjp = &binary_vjp<Rule>;
+    p.jvp = &binary_jvp<Rule>;
+  } else {
+    p.differentiable = false;  // comparisons
+  }
+  return p;
 }
 
 // ---- trace time: shape and dtype rules -----------------------------------------------------------
@@ -190,3 +259,6 @@ constexpr auto binary(A a, B b) {
 }
 
 }  // namespace tessel::prim
+
+#include "tessel/prim/broadcast_in_dim.hpp"
+#include "tessel/prim/literal.hpp"

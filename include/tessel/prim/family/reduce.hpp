@@ -76,13 +76,44 @@ void init(const ir::node& node, void* acc, std::size_t n) {
 }
 #undef TESSEL_REDUCE_DISPATCH
 
+// Rules: sum spreads its cotangent back; max and min send it to the elements that won, split evenly
+// between ties (JAX's chooser rule: location indicators divided by their count).
+constexpr void sum_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  out[0] = build::unreduce(g, ct, g[n.operands[0]].shape, build::reduced_axes(n));
+}
+constexpr int sum_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  return t[0] < 0 ? -1 : build::reduce(g, reduce_sum_p, t[0], build::reduced_axes(g[node]));
+}
+
+// Indicators of the elements equal to the result, divided by how many there are in each reduction.
+constexpr int chooser_weights(ir::graph_builder& g, int node) {
+  const ir::node n = g[node];
+  const int x = n.operands[0];
+  const auto axes = build::reduced_axes(n);
+  const int hit = build::convert(g, build::compare(g, eq_p, x, build::unreduce(g, node, g[x].shape, axes)), n.dtype);
+  const int count = build::reduce(g, reduce_sum_p, hit, axes);
+  return build::div(g, hit, build::unreduce(g, count, g[x].shape, axes));
+}
+constexpr void chooser_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const int w = chooser_weights(g, node);
+  out[0] = build::mul(g, w, build::unreduce(g, ct, g[n.operands[0]].shape, build::reduced_axes(n)));
+}
+constexpr int chooser_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  if (t[0] < 0) return -1;
+  return build::reduce(g, reduce_sum_p, build::mul(g, chooser_weights(g, node), t[0]), build::reduced_axes(g[node]));
+}
+
 template <class Rule>
-consteval ir::primitive reduce_primitive(std::string_view name) {
+consteval ir::primitive reduce_primitive(std::string_view name, bool chooser) {
   return ir::primitive{.name = name,
                        .kind = ir::prim_kind::reduce,
                        .reduce_row = &reduce_row<Rule>,
                        .combine = &combine<Rule>,
-                       .init = &init<Rule>};
+                       .init = &init<Rule>,
+                       .vjp = chooser ? &chooser_vjp : &sum_vjp,
+                       .jvp = chooser ? &chooser_jvp : &sum_jvp};
 }
 
 // Axes must be distinct and in range; negative axes count from the end.

@@ -1,0 +1,28 @@
+#pragma once
+// stop_gradient (lax.stop_gradient): the identity in the forward pass; no cotangent and no tangent flow
+// through it, so gradients treat its result as a constant.
+//
+//   grad([](auto x) { return sum(stop_gradient(x) * x); })   // at x = 3: 3, not 6
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessel/prim/family/elementwise.hpp"
+
+namespace tessel {
+namespace prim {
+inline void evaluate_identity(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+  std::memcpy(out, in[0], n * (node.dtype == ir::dtype_code::pred ? 1 : 4));
+}
+inline constexpr ir::primitive stop_gradient_p{.name = "stop_gradient",
+                                               .kind = ir::prim_kind::elementwise,
+                                               .evaluate = &evaluate_identity,
+                                               .differentiable = false,
+                                               .flops_per_element = 0};
+}  // namespace prim
+
+template <Traced X>
+constexpr auto stop_gradient(X x) {
+  return ir::emit<typename X::value_type, typename X::shape_type>(x.graph, prim::stop_gradient_p, {x.id});
+}
+}  // namespace tessel
