@@ -54,9 +54,26 @@ consteval bool check_scalar_output() {
   }
 }
 
+template <class Arg>
+consteval bool all_leaves_floating() {
+  bool ok = true;
+  Arg a{};
+  tree::for_each(a, [&](const auto& leaf) { ok = ok && FloatingDType<typename std::remove_cvref_t<decltype(leaf)>::value_type>; });
+  return ok;
+}
+
 template <std::size_t I, class Arg>
 consteval bool check_differentiable_argument() {
-  if constexpr (!FloatingDType<typename Arg::value_type>) {
+  if constexpr (!Traced<Arg>) {
+    if constexpr (!all_leaves_floating<Arg>()) {
+      raise<fit<[] {
+        return message_builder{} << "tessel::grad: argument " << static_cast<std::uint64_t>(I)
+                                 << " is a tree with an integer or pred leaf, which has no gradient; fix: keep integer "
+                                    "data in another argument and differentiate with respect to the parameters only";
+      }>()>();
+    }
+    return all_leaves_floating<Arg>();
+  } else if constexpr (!FloatingDType<typename Arg::value_type>) {
     raise<fit<[] {
       message_builder m;
       m << "tessel::grad: argument " << static_cast<std::uint64_t>(I) << " is ";
@@ -75,11 +92,30 @@ constexpr ir::graph_builder* graph_of(const T& first) {
   return first.graph;
 }
 
-// The cotangent id (or zeros when the output does not depend on the argument) as the argument's type.
+// The argument's tree with each leaf's cotangent (zeros where the output does not depend on it);
+// `cts` holds the cotangents of every differentiated leaf in order, `next` the first of this argument's.
 template <class Arg>
-constexpr Arg as_gradient(ir::graph_builder& g, const Arg& arg, int ct) {
-  if (ct < 0) ct = prim::build::zeros_like(g, arg.id);
-  return Arg{&g, ct};
+constexpr Arg as_gradient(ir::graph_builder& g, const Arg& arg, const std::vector<int>& cts, std::size_t& next) {
+  Arg out = arg;
+  tree::for_each(out, [&](auto& leaf) {
+    const int ct = cts[next++];
+    leaf.id = ct >= 0 ? ct : prim::build::zeros_like(g, leaf.id);
+  });
+  return out;
+}
+
+template <class Arg>
+constexpr void push_leaf_ids(const Arg& arg, std::vector<int>& ids) {
+  tree::for_each(arg, [&](const auto& leaf) { ids.push_back(leaf.id); });
+}
+
+template <class T>
+constexpr ir::graph_builder* first_graph(const T& x) {
+  ir::graph_builder* g = nullptr;
+  tree::for_each(x, [&](const auto& leaf) {
+    if (g == nullptr) g = leaf.graph;
+  });
+  return g;
 }
 
 }  // namespace autodiff_detail
@@ -90,7 +126,7 @@ template <bool Aux, class F, int... Argnums>
 struct value_and_grad_fn {
   template <class... Args>
   constexpr auto operator()(const Args&... args) const {
-    if constexpr ((Traced<Args> && ...)) {
+    if constexpr ((detail::is_traced_tree<Args>() && ...)) {
       return traced(args...);
     } else {
       return jit(*this)(args...);
@@ -108,22 +144,24 @@ struct value_and_grad_fn {
   constexpr auto traced(const Args&... args) const {
     using arg_tuple = std::tuple<Args...>;
     const arg_tuple all{args...};
-    ir::graph_builder& g = *std::get<0>(all).graph;
+    ir::graph_builder& g = *autodiff_detail::first_graph(std::get<0>(all));
     const auto result = F{}(args...);
     using out_type = std::remove_cvref_t<decltype(autodiff_detail::primary_of<decltype(result), Aux>(result))>;
     if constexpr (autodiff_detail::check_scalar_output<out_type>() && check_arguments<arg_tuple>(std::make_index_sequence<nums.size()>{})) {
       const out_type out = autodiff_detail::primary_of<decltype(result), Aux>(result);
       std::vector<int> wrt;
       [&]<std::size_t... K>(std::index_sequence<K...>) {
-        (wrt.push_back(std::get<nums[K]>(all).id), ...);
+        (autodiff_detail::push_leaf_ids(std::get<nums[K]>(all), wrt), ...);
       }(std::make_index_sequence<nums.size()>{});
       const int seed = prim::build::literal(g, g[out.id].dtype, 1.0);
       const std::vector<int> cts = autodiff::reverse(g, out.id, seed, wrt);
+      std::size_t next = 0;
       auto grads = [&]<std::size_t... K>(std::index_sequence<K...>) {
         if constexpr (sizeof...(K) == 1)
-          return autodiff_detail::as_gradient(g, std::get<nums[0]>(all), cts[0]);
-        else
-          return std::make_tuple(autodiff_detail::as_gradient(g, std::get<nums[K]>(all), cts[K])...);
+          return autodiff_detail::as_gradient(g, std::get<nums[0]>(all), cts, next);
+        else  // braces: the gradients are made in argument order
+          return std::tuple<std::tuple_element_t<static_cast<std::size_t>(nums[K]), arg_tuple>...>{
+              autodiff_detail::as_gradient(g, std::get<nums[K]>(all), cts, next)...};
       }(std::make_index_sequence<nums.size()>{});
       return std::make_tuple(result, grads);
     } else {
@@ -144,8 +182,8 @@ template <class F, int... Argnums>
 struct grad_fn {
   template <class... Args>
   constexpr auto operator()(const Args&... args) const {
-    if constexpr ((Traced<Args> && ...)) {
-      return std::get<1>(value_and_grad_fn<false, F, Argnums...>{}(args...));
+    if constexpr ((detail::is_traced_tree<Args>() && ...)) {
+      return std::get<1>(value_and_grad_fn<false, F, Argnums...>{}(args...));  // NOLINT: traced trees
     } else {
       return jit(*this)(args...);
     }
@@ -196,8 +234,9 @@ constexpr auto vjp(F, A... args) {
       std::vector<int> wrt;
       std::apply([&](auto... p) { (wrt.push_back(p.id), ...); }, primals);
       const std::vector<int> cts = autodiff::reverse(*graph, out_id, cotangent.id, wrt);
+      std::size_t next = 0;
       return [&]<std::size_t... K>(std::index_sequence<K...>) {
-        return std::make_tuple(autodiff_detail::as_gradient(*graph, std::get<K>(primals), cts[K])...);
+        return std::tuple<A...>{autodiff_detail::as_gradient(*graph, std::get<K>(primals), cts, next)...};
       }(std::index_sequence_for<A...>{});
     }
   };

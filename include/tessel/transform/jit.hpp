@@ -17,6 +17,7 @@
 
 #include "tessel/backend/executor.hpp"
 #include "tessel/core/tensor.hpp"
+#include "tessel/core/tree.hpp"
 #include "tessel/ir/program.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/lax.hpp"  // every primitive a traced program or a derivative rule may emit
@@ -26,6 +27,8 @@
 namespace tessel {
 namespace detail {
 
+// What a traced function receives for an argument: tensors become tracers, structs and tuples of
+// tensors become the same trees of tracers (core/tree.hpp), scalars become rank-0 tracers.
 template <class A>
 struct traced_arg {
   static constexpr bool supported = false;
@@ -42,22 +45,32 @@ struct traced_arg<X> {
   static constexpr bool supported = true;
   using type = tracer<X, shape<>>;
 };
+template <class X>
+  requires(Struct<X> || is_tuple_v<X>)
+struct traced_arg<X> {
+  static constexpr bool supported = true;
+  using type = tree::rebind_t<X, tracer>;
+};
+
+// What jit returns for a traced result: the same tree with tensors for tracers.
+template <class R>
+consteval bool is_traced_tree() {
+  if constexpr (Traced<R>) return true;
+  else if constexpr (Struct<R>) return std::is_same_v<tree::rebind_t<tree::rebind_t<R, tensor>, tracer>, R>;
+  else if constexpr (is_tuple_v<R>) return []<class... P>(std::type_identity<std::tuple<P...>>) {
+    return (is_traced_tree<P>() && ...);
+  }(std::type_identity<R>{});
+  else return false;
+}
 
 template <class R>
 struct traced_result {
-  static constexpr bool supported = false;
-};
-template <class T, class S>
-struct traced_result<tracer<T, S>> {
-  static constexpr bool supported = true;
-  static constexpr std::size_t count = 1;
-  using type = tensor<T, S>;
-};
-template <class... R>
-struct traced_result<std::tuple<R...>> {  // tuples nest: value_and_grad returns (value, (grads...))
-  static constexpr bool supported = (traced_result<R>::supported && ...);
-  static constexpr std::size_t count = (std::size_t{0} + ... + traced_result<R>::count);
-  using type = std::tuple<typename traced_result<R>::type...>;
+  static constexpr bool supported = is_traced_tree<R>();
+  static constexpr std::size_t count = [] {
+    if constexpr (supported) return tree::leaf_count<R>();
+    else return std::size_t{0};
+  }();
+  using type = tree::rebind_t<R, tensor>;
 };
 
 template <class F, class... Args>
@@ -67,31 +80,33 @@ consteval bool check_traceable() {
           "run-time values; fix: pass captured tensors and scalars as arguments (a float becomes an f32[] argument)">();
     return false;
   } else if constexpr (!(traced_arg<Args>::supported && ...)) {
-    raise<"tessel::jit: an argument is neither a tessel::tensor nor a scalar of a tessel dtype; fix: pass tensors, "
-          "or float/int32/uint32/bool/bfloat16 scalars">();
+    raise<"tessel::jit: an argument is neither a tessel::tensor, a tree of them (a BOOST_HANA_DEFINE_STRUCT struct or "
+          "a std::tuple), nor a scalar of a tessel dtype; fix: pass tensors, trees of tensors, or "
+          "float/int32/uint32/bool/bfloat16 scalars">();
     return false;
   } else {
     return true;
   }
 }
 
+// Every leaf of every argument becomes a parameter node, numbered in tree order.
 template <class F, class... Args, std::size_t... I>
 constexpr auto call_with_parameters(ir::graph_builder& g, std::index_sequence<I...>) {
-  g.parameter_count = static_cast<int>(sizeof...(Args));
   using params = std::tuple<typename traced_arg<Args>::type...>;
-  params p{prim::parameter<typename std::tuple_element_t<I, params>::value_type,
-                           typename std::tuple_element_t<I, params>::shape_type>(&g, static_cast<int>(I))...};
+  params p{};
+  int next = 0;
+  tree::for_each(p, [&](auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    leaf = prim::parameter<typename L::value_type, typename L::shape_type>(&g, next++);
+  });
+  g.parameter_count = next;
   if constexpr (std::is_empty_v<F> && std::is_default_constructible_v<F>) return F{}(std::get<I>(p)...);
-  else return std::get<0>(p);  // not traceable: check_traceable has said why
+  else return tracer<float, shape<>>{};  // not traceable: check_traceable has said why
 }
 
 template <class R>
 constexpr void record_outputs(ir::graph_builder& g, const R& result) {
-  if constexpr (Traced<R>) {
-    g.outputs.push_back(result.id);
-  } else {
-    std::apply([&](const auto&... r) { (record_outputs(g, r), ...); }, result);
-  }
+  tree::for_each(result, [&](const auto& leaf) { g.outputs.push_back(leaf.id); });
 }
 
 // What tracing found besides the nodes: their number and the first primitive missing a rule.
@@ -110,7 +125,8 @@ struct traced {
 
   static constexpr bool result_ok = [] {
     if constexpr (!traced_result<raw_result>::supported)
-      raise<"tessel::jit: the function must return a tensor or a std::tuple of tensors computed from its arguments">();
+      raise<"tessel::jit: the function must return a tensor, or a tree of them (struct or std::tuple), computed from "
+            "its arguments">();
     return traced_result<raw_result>::supported;
   }();
 
@@ -152,10 +168,11 @@ struct traced {
   using result = typename traced_result<raw_result>::type;
 };
 
+// The data of every leaf of an argument, in tree order (a scalar is its own datum).
 template <class A>
-const void* argument_pointer(const A& a) {
-  if constexpr (Tensor<A>) return a.data();
-  else return &a;
+void argument_pointers(const A& a, const void** out, std::size_t& next) {
+  if constexpr (DType<A>) out[next++] = &a;
+  else tree::for_each(a, [&](const auto& leaf) { out[next++] = leaf.data(); });
 }
 
 // A double argument is taken as f32 and an int as s32 (JAX's x32 defaults); tensors pass through.
@@ -166,14 +183,10 @@ decltype(auto) normalize_scalar(const X& x) {
   else return (x);
 }
 
-// Points out[next...] at the result tensors, depth first (the order record_outputs used).
+// Points out[next...] at the result tensors, in tree order (the order record_outputs used).
 template <class Result>
 void output_pointers(Result& r, void** out, std::size_t& next) {
-  if constexpr (Tensor<Result>) {
-    out[next++] = r.data();
-  } else {
-    std::apply([&](auto&... part) { (output_pointers(part, out, next), ...); }, r);
-  }
+  tree::for_each(r, [&](auto& leaf) { out[next++] = leaf.data(); });
 }
 
 }  // namespace detail
@@ -196,7 +209,9 @@ class jitted {
   auto call(const A&... args) const {
     using t = detail::traced<F, A...>;
     typename t::result result;
-    const void* parameters[sizeof...(A) + 1] = {detail::argument_pointer(args)...};
+    const void* parameters[t::program.parameter_count + 1];
+    std::size_t next_parameter = 0;
+    (detail::argument_pointers(args, parameters, next_parameter), ...);
     void* outputs[t::outputs + 1];
     std::size_t next = 0;
     detail::output_pointers(result, outputs, next);

@@ -1,0 +1,142 @@
+#pragma once
+// Trees of tensors (JAX's pytrees): a leaf is a tensor (or, while tracing, a tracer); a node is a
+// struct reflected with Boost.Hana, or a std::tuple. Parameter sets, gradients and optimizer states
+// are trees, so jit, grad, tree_map and checkpoints see their leaves in one order (members in
+// declaration order, depth first) and by name ("layer1.w").
+//
+// A struct used as a tree is a template over the tensor family, so that tracing can rebind it:
+//
+//   template <template <class, class> class T = tessel::tensor>
+//   struct mlp {
+//     BOOST_HANA_DEFINE_STRUCT(mlp, (T<float, tessel::shape<784, 256>>, w1), (T<float, tessel::shape<256>>, b1));
+//   };
+//   mlp<> params;                            // tensors
+//   tessel::tree::rebind_t<mlp<>, tessel::tracer>   // mlp<tracer>: what a traced function receives
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/define_struct.hpp>
+#include <boost/hana/first.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/second.hpp>
+#include <boost/hana/string.hpp>
+
+#include "tessel/core/tensor.hpp"
+#include "tessel/ir/tracer.hpp"
+
+namespace tessel {
+
+template <class X>
+concept Struct = boost::hana::Struct<std::remove_cvref_t<X>>::value;
+
+template <class X>
+concept Leaf = Tensor<X> || Traced<X>;
+
+template <class X>
+inline constexpr bool is_tuple_v = false;
+template <class... X>
+inline constexpr bool is_tuple_v<std::tuple<X...>> = true;
+
+namespace tree {
+
+// The same tree with every leaf's family replaced: mlp<tensor> -> mlp<tracer>, tensor<T,S> -> tracer<T,S>.
+template <class X, template <class, class> class To>
+struct rebind {
+  using type = X;
+};
+template <class T, class S, template <class, class> class To>
+struct rebind<tensor<T, S>, To> {
+  using type = To<T, S>;
+};
+template <class T, class S, template <class, class> class To>
+struct rebind<tracer<T, S>, To> {
+  using type = To<T, S>;
+};
+template <template <template <class, class> class> class P, template <class, class> class From, template <class, class> class To>
+struct rebind<P<From>, To> {
+  using type = P<To>;
+};
+template <class... X, template <class, class> class To>
+struct rebind<std::tuple<X...>, To> {
+  using type = std::tuple<typename rebind<X, To>::type...>;
+};
+template <class X, template <class, class> class To>
+using rebind_t = typename rebind<std::remove_cvref_t<X>, To>::type;
+
+// Calls f(leaf) on every leaf, depth first in declaration order.
+template <class X, class F>
+constexpr void for_each(X&& x, F&& f) {
+  using plain = std::remove_cvref_t<X>;
+  if constexpr (Leaf<plain>) {
+    f(x);
+  } else if constexpr (is_tuple_v<plain>) {
+    std::apply([&](auto&&... part) { (tree::for_each(part, f), ...); }, x);
+  } else {
+    static_assert(Struct<plain>, "tessel::tree: a tree is a tensor, a std::tuple of trees, or a struct declared with "
+                                 "BOOST_HANA_DEFINE_STRUCT whose members are trees");
+    boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) { tree::for_each(boost::hana::second(pair)(x), f); });
+  }
+}
+
+// Calls f(name, leaf) with dotted names from the members ("layer1.w"); tuple parts are named by index.
+template <class X, class F>
+void for_each_named(X&& x, F&& f, const std::string& prefix = "") {
+  using plain = std::remove_cvref_t<X>;
+  auto join = [&](std::string_view part) { return prefix.empty() ? std::string(part) : prefix + "." + std::string(part); };
+  if constexpr (Leaf<plain>) {
+    f(prefix, x);
+  } else if constexpr (is_tuple_v<plain>) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (tree::for_each_named(std::get<I>(x), f, join(std::to_string(I))), ...);
+    }(std::make_index_sequence<std::tuple_size_v<plain>>{});
+  } else {
+    boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) {
+      tree::for_each_named(boost::hana::second(pair)(x), f, join(boost::hana::to<const char*>(boost::hana::first(pair))));
+    });
+  }
+}
+
+template <class X>
+consteval std::size_t leaf_count() {
+  std::size_t n = 0;
+  X x{};
+  tree::for_each(x, [&](const auto&) { ++n; });
+  return n;
+}
+
+// A tree of X's structure whose leaves are f(leaf of x, leaf of ys...) — the leaves' types are kept,
+// so f returns the leaf's own type (tensor or tracer of the same dtype and shape).
+template <class F, class X, class... Ys>
+constexpr X map(F&& f, const X& x, const Ys&... ys) {
+  using plain = std::remove_cvref_t<X>;
+  if constexpr (Leaf<plain>) {
+    return f(x, ys...);
+  } else if constexpr (is_tuple_v<plain>) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return plain{tree::map(f, std::get<I>(x), std::get<I>(ys)...)...};
+    }(std::make_index_sequence<std::tuple_size_v<plain>>{});
+  } else {
+    plain out{};
+    boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) {
+      const auto& get = boost::hana::second(pair);
+      get(out) = tree::map(f, get(x), get(ys)...);
+    });
+    return out;
+  }
+}
+
+}  // namespace tree
+
+// jax.tree_util.tree_map's spelling.
+template <class F, class X, class... Ys>
+constexpr X tree_map(F&& f, const X& x, const Ys&... ys) {
+  return tree::map(f, x, ys...);
+}
+
+}  // namespace tessel
