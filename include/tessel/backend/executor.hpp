@@ -75,8 +75,53 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
     }
   };
   (void)widened;
+  // Fills tile[i, i + count) with operand element `source` (widened to the tile's type).
+  auto fill = [&](std::size_t i, std::size_t count, std::size_t source) {
+    if (operand.dtype == ir::dtype_code::pred) {
+      std::memset(static_cast<unsigned char*>(tile) + i, src[source], count);
+      return;
+    }
+    std::uint32_t v;
+    if (operand.dtype == ir::dtype_code::bf16) {
+      std::uint16_t h;
+      std::memcpy(&h, src + source * 2, 2);
+      v = static_cast<std::uint32_t>(h) << 16;
+    } else {
+      std::memcpy(&v, src + source * 4, 4);
+    }
+    std::fill_n(static_cast<std::uint32_t*>(tile) + i, count, v);
+  };
   if (osize == 1) {
-    for (std::size_t i = 0; i < n; ++i) put(i, 0);
+    fill(0, n, 0);
+    return;
+  }
+  // The two common cases, done with contiguous copies and runs: the operand is the result's trailing
+  // dims (a bias over rows) or its leading dims (a per-row value over each row).
+  const std::size_t r = operand.shape.rank, rank_out = b.shape.rank;
+  bool suffix = true, prefix = true;
+  for (std::size_t i = 0; i < r; ++i) {
+    const auto axis = static_cast<std::size_t>(b.attr.ints[i]);
+    suffix = suffix && axis == rank_out - r + i && operand.shape.d[i] == b.shape.d[axis];
+    prefix = prefix && axis == i && operand.shape.d[i] == b.shape.d[axis];
+  }
+  if (suffix && operand.dtype != ir::dtype_code::bf16) {
+    auto* dst = static_cast<unsigned char*>(tile);
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t at = (first + i) % osize;
+      const std::size_t run = std::min(n - i, osize - at);
+      std::memcpy(dst + i * elem, src + at * elem, run * elem);
+      i += run;
+    }
+    return;
+  }
+  if (prefix) {
+    const std::size_t inner = b.shape.size() / osize;
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t at = (first + i) / inner;
+      const std::size_t run = std::min(n - i, inner - (first + i) % inner);
+      fill(i, run, at);
+      i += run;
+    }
     return;
   }
   // Strides of the result's axes into the operand (0 where broadcast).

@@ -18,6 +18,13 @@
 
 #include "tessel/core/bfloat16.hpp"
 
+// Full unrolling of the register-block loops, on both compilers.
+#if defined(__clang__)
+#define TESSEL_UNROLL_ALL _Pragma("unroll")
+#else
+#define TESSEL_UNROLL_ALL _Pragma("GCC unroll 16")
+#endif
+
 namespace tessel::backend {
 
 // A strided matrix operand: element (r, c) is at data[r * row_stride + c * col_stride].
@@ -91,12 +98,15 @@ inline void micro_kernel(std::size_t kc, const float* a, const float* b, float* 
                          std::size_t cols, bool first, float* edge) {
   using batch = gemm_blocking::batch;
   constexpr std::size_t mr = gemm_blocking::mr, w = batch::size;
+  // The accumulators must live in registers: the loops over r are unrolled explicitly (-O2 would not).
   batch acc0[mr], acc1[mr];
+TESSEL_UNROLL_ALL
   for (std::size_t r = 0; r < mr; ++r) acc0[r] = acc1[r] = batch(0.0f);
   for (std::size_t k = 0; k < kc; ++k) {
     const batch b0 = batch::load_aligned(b + k * 2 * w);
     const batch b1 = batch::load_aligned(b + k * 2 * w + w);
     const float* ak = a + k * mr;
+TESSEL_UNROLL_ALL
     for (std::size_t r = 0; r < mr; ++r) {
       const batch av(ak[r]);
       acc0[r] = xsimd::fma(av, b0, acc0[r]);
@@ -104,6 +114,7 @@ inline void micro_kernel(std::size_t kc, const float* a, const float* b, float* 
     }
   }
   if (rows == mr && cols == 2 * w) {
+TESSEL_UNROLL_ALL
     for (std::size_t r = 0; r < mr; ++r) {
       float* cr = c + r * ldc;
       if (first) {
@@ -116,6 +127,7 @@ inline void micro_kernel(std::size_t kc, const float* a, const float* b, float* 
     }
     return;
   }
+TESSEL_UNROLL_ALL
   for (std::size_t r = 0; r < mr; ++r) {
     acc0[r].store_aligned(edge + r * 2 * w);
     acc1[r].store_aligned(edge + r * 2 * w + w);

@@ -1,0 +1,5 @@
+#pragma once
+// Layers, losses and initialisers.
+#include "tessel/nn/init.hpp"
+#include "tessel/nn/layers.hpp"
+#include "tessel/nn/losses.hpp"

@@ -1,0 +1,43 @@
+#pragma once
+// Losses and metrics written from primitives (optax / JAX semantics), so they fuse and differentiate.
+//
+//   softmax_cross_entropy(logits, one_hot_labels)              // f32[B] per example (optax)
+//   softmax_cross_entropy_with_integer_labels(logits, labels)  // labels s32[B]
+//   mean_squared_error(pred, target), accuracy(logits, labels) // scalars
+
+#include <cstdint>
+
+#include "tessel/ops.hpp"
+
+namespace tessel::nn {
+
+// -sum(labels * log_softmax(logits), axis=-1), per example, as optax.softmax_cross_entropy.
+template <Traced L, Traced Y>
+constexpr auto softmax_cross_entropy(L logits, Y labels) {
+  return -sum<-1>(labels * log_softmax(logits));
+}
+
+// logsumexp(logits) - logits[label], per example, as optax.softmax_cross_entropy_with_integer_labels.
+template <Traced L, Traced Y>
+constexpr auto softmax_cross_entropy_with_integer_labels(L logits, Y labels) {
+  static_assert(std::is_same_v<typename Y::value_type, std::int32_t>,
+                "tessel::nn::softmax_cross_entropy_with_integer_labels: labels must be s32");
+  constexpr std::size_t classes = L::shape_type::dims[L::rank - 1];
+  using T = typename L::value_type;
+  auto picked = sum<-1>(logits * one_hot<classes, T>(labels));
+  return logsumexp<-1>(logits) - picked;
+}
+
+template <Traced P, Traced Y>
+constexpr auto mean_squared_error(P pred, Y target) {
+  auto d = pred - target;
+  return mean(d * d);
+}
+
+// The fraction of examples whose largest logit is the label (f32[]).
+template <Traced L, Traced Y>
+constexpr auto accuracy(L logits, Y labels) {
+  return mean(convert_element_type<float>(argmax<-1>(logits) == labels));
+}
+
+}  // namespace tessel::nn
