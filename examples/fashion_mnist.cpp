@@ -7,6 +7,7 @@
 #include <tessel/tessel.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -39,7 +40,7 @@ void usage(std::FILE* to) {
                "  --model mlp            the network: mlp (784-512-256-10, relu)\n"
                "  --epochs N             passes over the 60000 training images (default 10)\n"
                "  --batch-size N         32, 64, 128 (default) or 256: each size is its own compiled step\n"
-               "  --learning-rate X      Adam's learning rate (default 0.001)\n"
+               "  --learning-rate X      Adam's peak learning rate, decayed to 0 by a cosine (default 0.001)\n"
                "  --precision P          f32 (default) or bf16: bf16 activations and gradients, f32 master\n"
                "                         weights, optimizer state and loss\n"
                "  --seed N               the PRNG seed for initialisation and shuffling (default 0)\n"
@@ -206,7 +207,7 @@ int run(const options& o, const dataset& d) {
   mlp<> params = init_mlp(init_key);
   mlp<> mu, nu;
   tensor<float, shape<>> count{0};
-  const tensor<float, shape<>> lr{o.learning_rate};
+  tensor<float, shape<>> lr{o.learning_rate};
   const auto step = tessel::jit(train_step<C>{});
   const auto eval = tessel::jit(evaluate<C>{});
   tensor<float, shape<B, pixels>> x;
@@ -225,6 +226,9 @@ int run(const options& o, const dataset& d) {
     const auto start = clock::now();
     double loss_sum = 0, acc_sum = 0;
     for (std::size_t s = 0; s < steps; ++s) {
+      // Cosine decay of the learning rate over the whole run (optax.cosine_decay_schedule, alpha 0).
+      const double progress = static_cast<double>(epoch * steps + s) / static_cast<double>(o.epochs * steps);
+      lr[0] = static_cast<float>(o.learning_rate * 0.5 * (1 + std::cos(3.141592653589793 * progress)));
       gather<B>(d.train_x, d.train_y, order.data() + s * B, x, y);
       auto [p, m, v, c, loss, acc] = step(params, mu, nu, count, x, y, lr);
       params = std::move(p), mu = std::move(m), nu = std::move(v), count = std::move(c);
