@@ -14,6 +14,7 @@
 #include "tessel/io/safetensors.hpp"
 #include "tessel/random.hpp"
 #include "tessel/ops.hpp"
+#include "tessel/optim/optim.hpp"
 #include "tessel/plan/dump.hpp"
 #include "tessel/target/host.hpp"
 #include "tessel/target/tpu.hpp"

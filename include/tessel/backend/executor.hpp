@@ -14,7 +14,7 @@
 #include <new>
 #include <vector>
 
-#include "tessel/backend/gemm.hpp"
+#include "tessel/backend/hwy_gemm.hpp"
 #include "tessel/backend/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/plan/plan.hpp"
@@ -412,7 +412,7 @@ class executor {
         const std::size_t m1 = std::min(d.m, m0 + gemm_blocking::mc);
         local.lhs.data = lbase + b * d.lhs_batch_stride * elem;
         local.rhs.data = rbase + b * d.rhs_batch_stride * elem;
-        gemm_rows(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);
+        select_gemm()(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);
         // The epilogue on the panel's flat range, tile by tile, while it is in cache.
         const std::size_t base = (b * d.m + m0) * d.n;
         const std::size_t count = (m1 - m0) * d.n;

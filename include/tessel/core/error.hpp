@@ -59,7 +59,9 @@ consteval auto error_type() {
 // `raise<"message">();` reports the message where it is written. A class, not a function, so that the
 // report happens at once (function bodies may be instantiated only at the end of the translation
 // unit, after errors that the broken rule causes further on).
-template <fixed_string Message>
+// Inside a template, name a dependent type after the message (`raise<"...", T>();`): a message that
+// depends on nothing would be reported by clang when the template is defined, not when it is used.
+template <fixed_string Message, class... Context>
 struct raise : decltype(detail::error_type<Message>())::type {
   constexpr raise() = default;
 };

@@ -118,8 +118,11 @@ constexpr X map(F&& f, const X& x, const Ys&... ys) {
   if constexpr (Leaf<plain>) {
     return f(x, ys...);
   } else if constexpr (is_tuple_v<plain>) {
+    const auto part = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      return tree::map(f, std::get<I>(x), std::get<I>(ys)...);
+    };
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return plain{tree::map(f, std::get<I>(x), std::get<I>(ys)...)...};
+      return plain{part(std::integral_constant<std::size_t, I>{})...};
     }(std::make_index_sequence<std::tuple_size_v<plain>>{});
   } else {
     plain out{};

@@ -14,7 +14,7 @@ constexpr auto matmul(A a, B b) {
   } else if constexpr (ra == 3 && rb == 3) {
     return dot_general<axes<2>, axes<1>, axes<0>, axes<0>, "tessel::matmul">(a, b);
   } else {
-    raise<"tessel::matmul: supported forms are [..., M, K] x [K, N] and [B, M, K] x [B, K, N]; fix: use dot_general">();
+    raise<"tessel::matmul: supported forms are [..., M, K] x [K, N] and [B, M, K] x [B, K, N]; fix: use dot_general", A>();
     return a;
   }
 }

@@ -15,7 +15,7 @@
 #include <memory>
 #include <new>
 
-#include "tessel/backend/gemm.hpp"
+#include "tessel/backend/hwy_gemm.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/transpose.hpp"
@@ -72,7 +72,7 @@ inline void run_dot_general(const ir::node& n, const ir::node* const* operands, 
   for (std::size_t b = 0; b < d.batch; ++b) {
     d.lhs.data = static_cast<const unsigned char*>(in[0]) + b * d.lhs_batch_stride * elem;
     d.rhs.data = static_cast<const unsigned char*>(in[1]) + b * d.rhs_batch_stride * elem;
-    backend::gemm_rows(d.lhs, d.rhs, 0, d.m, d.n, d.k, c, d.n, scratch);
+    backend::select_gemm()(d.lhs, d.rhs, 0, d.m, d.n, d.k, c, d.n, scratch);
     if (n.dtype == ir::dtype_code::bf16) {
       auto* o = static_cast<bfloat16*>(out) + b * d.m * d.n;
       for (std::size_t i = 0; i < d.m * d.n; ++i) o[i] = bfloat16(c[i]);
@@ -244,7 +244,7 @@ constexpr auto dot_general(L lhs, R rhs) {
   if constexpr (!require_same_dtype<Op, L, R>() || !check::report()) {
     return tracer<T, out_shape>{lhs.graph, -1};
   } else if constexpr (!FloatingDType<T>) {
-    raise<"tessel::dot_general: integer and pred operands are not supported; fix: convert_element_type to f32">();
+    raise<"tessel::dot_general: integer and pred operands are not supported; fix: convert_element_type to f32", L>();
     return tracer<T, out_shape>{lhs.graph, -1};
   } else {
     prim::build::dot_dims d;

@@ -16,8 +16,9 @@
 namespace tessel::autodiff {
 
 // Which nodes depend on the `wrt` nodes (only those carry derivatives).
-constexpr std::vector<bool> active_nodes(const ir::graph_builder& g, std::size_t end, const std::vector<int>& wrt) {
-  std::vector<bool> active(end, false);
+// vector<char>, not vector<bool>: clang 16 cannot evaluate libstdc++ 12's vector<bool> in constant expressions.
+constexpr std::vector<char> active_nodes(const ir::graph_builder& g, std::size_t end, const std::vector<int>& wrt) {
+  std::vector<char> active(end, false);
   for (int w : wrt) active[static_cast<std::size_t>(w)] = true;
   for (std::size_t i = 0; i < end; ++i) {
     if (active[i]) continue;
@@ -31,7 +32,7 @@ constexpr std::vector<bool> active_nodes(const ir::graph_builder& g, std::size_t
 // Cotangents of `wrt` given the cotangent `seed` of node `out` (-1 entries: no dependence, zero).
 constexpr std::vector<int> reverse(ir::graph_builder& g, int out, int seed, const std::vector<int>& wrt) {
   const std::size_t end = static_cast<std::size_t>(out) + 1;
-  const std::vector<bool> active = active_nodes(g, end, wrt);
+  const std::vector<char> active = active_nodes(g, end, wrt);
   std::vector<int> ct(end, -1);
   ct[static_cast<std::size_t>(out)] = seed;
   for (std::size_t i = end; i-- > 0;) {

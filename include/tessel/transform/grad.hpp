@@ -39,7 +39,7 @@ template <class Out>
 consteval bool check_scalar_output() {
   if constexpr (!Traced<Out>) {
     raise<"tessel::grad: the function must return one tensor (with has_aux: a pair (value, aux)); fix: return the "
-          "loss, or use vjp for several outputs">();
+          "loss, or use vjp for several outputs", Out>();
     return false;
   } else if constexpr (Out::rank != 0 || !FloatingDType<typename Out::value_type>) {
     raise<fit<[] {

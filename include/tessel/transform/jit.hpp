@@ -77,12 +77,12 @@ template <class F, class... Args>
 consteval bool check_traceable() {
   if constexpr (!std::is_empty_v<F> || !std::is_default_constructible_v<F>) {
     raise<"tessel::jit: the function captures state; traced functions are compiled once and cannot see "
-          "run-time values; fix: pass captured tensors and scalars as arguments (a float becomes an f32[] argument)">();
+          "run-time values; fix: pass captured tensors and scalars as arguments (a float becomes an f32[] argument)", F>();
     return false;
   } else if constexpr (!(traced_arg<Args>::supported && ...)) {
     raise<"tessel::jit: an argument is neither a tessel::tensor, a tree of them (a BOOST_HANA_DEFINE_STRUCT struct or "
           "a std::tuple), nor a scalar of a tessel dtype; fix: pass tensors, trees of tensors, or "
-          "float/int32/uint32/bool/bfloat16 scalars">();
+          "float/int32/uint32/bool/bfloat16 scalars", F>();
     return false;
   } else {
     return true;
@@ -126,7 +126,7 @@ struct traced {
   static constexpr bool result_ok = [] {
     if constexpr (!traced_result<raw_result>::supported)
       raise<"tessel::jit: the function must return a tensor, or a tree of them (struct or std::tuple), computed from "
-            "its arguments">();
+            "its arguments", F>();
     return traced_result<raw_result>::supported;
   }();
 

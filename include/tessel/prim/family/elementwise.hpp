@@ -231,7 +231,7 @@ constexpr auto as_tracer(ir::graph_builder* g, X x) {
   if constexpr (Traced<X>) {
     return x;
   } else {
-    return literal<T>(g, static_cast<double>(static_cast<float>(x)));
+    return literal<T>(g, static_cast<double>(x));  // literal<T> rounds it to T
   }
 }
 

@@ -1,0 +1,458 @@
+// Per-target part of tessel/backend/hwy_gemm.hpp: Highway compiles this file once per target through
+// HWY_TARGET_INCLUDE (hwy/foreach_target.h), each time into its own namespace
+// tessel::backend::hwy_detail::N_<TARGET>. Include tessel/backend/hwy_gemm.hpp, not this file; on its
+// own it compiles the static (compile-time) target only, without dispatch.
+//
+// The same BLIS-style blocking as gemm.hpp (B packed in KC x NR panels, A in MC x KC panels of MR
+// rows, an MR x NR register block accumulated with FMA), with the micro-kernel written in Highway
+// ops so that one binary holds an SSSE3, SSE4, AVX2, AVX-512 and scalar kernel and runs the best one.
+// Where both operands are bf16, the CPU has AVX512_BF16 and hwy_gemm_allow_dpbf16(true) was called,
+// operands are packed as bf16 pairs along K and the micro-kernel uses vdpbf16ps (two products per f32
+// lane per instruction) instead of widening to f32 while packing.
+
+// Target-independent part, once per translation unit.
+#ifndef TESSEL_BACKEND_HWY_GEMM_INL_COMMON
+#define TESSEL_BACKEND_HWY_GEMM_INL_COMMON
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#ifndef HWY_WANT_AVX3_DL  // see hwy_gemm.hpp
+#define HWY_WANT_AVX3_DL 1
+#endif
+#include <hwy/highway.h>
+
+#include "tessel/backend/gemm.hpp"
+#include "tessel/core/bfloat16.hpp"
+
+#if HWY_ARCH_X86
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+namespace tessel::backend::hwy_detail {
+
+// C's rows of a tile are ldc apart (often a multiple of 4 KiB) and, past the first K block, come back
+// from L3 or memory: the micro-kernels prefetch row r during their k = r step, which hides that
+// latency (≈ +10% at N = 2048 here). A macro, not a function: GCC 12 kept the accumulators in memory
+// (a store per k) when the prefetch came from an inline function or a loop before the K loop.
+#if defined(__GNUC__) || defined(__clang__)
+#define TESSEL_HWY_GEMM_PREFETCH_ROW(row, lanes, nr) \
+  (__builtin_prefetch((row), 1), __builtin_prefetch((row) + (lanes), 1), __builtin_prefetch((row) + (nr)-1, 1))
+#else
+#define TESSEL_HWY_GEMM_PREFETCH_ROW(row, lanes, nr) ((void)(row))
+#endif
+
+// Highway 1.0.3's AVX3 and AVX3_DL targets do not include AVX512_BF16 (Ice Lake has DL but no BF16,
+// Cooper Lake the reverse), so the bf16 kernel carries its own target attribute and is chosen by
+// this CPUID check (leaf 7, sub-leaf 1, EAX bit 5); the AVX-512 state is enabled by the OS whenever
+// Highway picked an AVX3 target.
+inline bool cpu_has_avx512_bf16() {
+#if HWY_ARCH_X86
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+// Whether bf16 x bf16 products may use vdpbf16ps. Off by default: on this project's development CPU
+// (a Xeon with AVX512_BF16 and AMX) vdpbf16ps peaks at half the f32 FMA rate (117 vs 238 GFLOP/s on
+// one thread), and widening to f32 while packing multiplies 1.2-1.6x faster at every size measured
+// (bench/hwy_gemm.cpp, M = 1 ... 2048).
+inline std::atomic<bool>& dpbf16_allowed() {
+  static std::atomic<bool> allowed{false};
+  return allowed;
+}
+
+inline const std::uint16_t* bf16_bits(const matrix_view& v) { return static_cast<const std::uint16_t*>(v.data); }
+inline const float* f32_data(const matrix_view& v) { return static_cast<const float*>(v.data); }
+
+// The 16 bits of element (r, c) of a bf16 view, as the low half of a 32-bit word.
+inline std::uint32_t bf16_at(const matrix_view& v, std::size_t r, std::size_t c) {
+  return static_cast<const bfloat16*>(v.data)[r * v.row_stride + c * v.col_stride].bits();
+}
+
+}  // namespace tessel::backend::hwy_detail
+
+#endif  // TESSEL_BACKEND_HWY_GEMM_INL_COMMON
+
+// Per-target part: toggled once per pass of foreach_target.h.
+#if defined(TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+#undef TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+#else
+#define TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+#endif
+
+#include <hwy/highway.h>
+
+// The vdpbf16ps kernel exists for the AVX-512 targets (and is still guarded by CPUID at run time).
+#undef TESSEL_HWY_GEMM_DPBF16
+#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+#define TESSEL_HWY_GEMM_DPBF16 1
+#else
+#define TESSEL_HWY_GEMM_DPBF16 0
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace tessel::backend::hwy_detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+inline const char* target_name() { return hwy::TargetName(HWY_TARGET); }
+
+#if HWY_HAVE_SCALABLE
+// Sizeless vectors (SVE, RVV) cannot live in the arrays the register block uses: a plain loop.
+inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                             std::size_t k, float* c, std::size_t ldc, float* /*scratch*/) {
+  for (std::size_t i = m0; i < m1; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (std::size_t p = 0; p < k; ++p) s += a.at(i, p) * b.at(p, j);
+      c[(i - m0) * ldc + j] = s;
+    }
+}
+inline bool uses_dpbf16() { return false; }
+#else
+
+// Blocking for this target. NC is as large as gemm_scratch (sized for gemm.hpp's own blocking, which
+// callers already allocate) allows, so the hwy path is a drop-in with the same scratch contract.
+struct blocking {
+  static constexpr std::size_t lanes = HWY_LANES(float);
+  static constexpr std::size_t nr = 2 * lanes;
+  // 2*MR accumulators + 2 B vectors + 1 broadcast: 27 of AVX-512's 32 registers, 15 of 16 otherwise.
+  static constexpr std::size_t mr = (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) ? 12 : 6;
+  static constexpr std::size_t kc = 256;  // f32 elements of K per block; bf16 pairs per block on the dpbf16 path
+  static constexpr std::size_t mc = mr * 8;
+  static constexpr std::size_t nc_cap = 2048;
+  static constexpr std::size_t nc =
+      std::min(nc_cap, (gemm_scratch::floats - mc * kc - mr * nr) / kc / nr * nr);
+  static_assert(nc >= nr, "gemm_scratch is too small for this target's blocking");
+  static_assert(kc * nc + mc * kc + mr * nr <= gemm_scratch::floats);
+};
+
+// ---- f32 path (f32 operands, or bf16 widened while packing) ----
+
+// B's block [k0, k0 + kc) x [n0, n0 + nc) into panels of NR columns (row-major within a panel), as f32,
+// zero past column n0 + nc.
+inline void pack_b_f32(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc,
+                       float* HWY_RESTRICT out) {
+  constexpr std::size_t nr = blocking::nr, lanes = blocking::lanes;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<std::uint16_t, decltype(du)> du16;
+  for (std::size_t j = 0; j < nc; j += nr) {
+    const std::size_t w = std::min(nr, nc - j);
+    float* HWY_RESTRICT panel = out + j * kc;
+    if (b.col_stride == 1 && w == nr) {  // rows of B contiguous: copy or widen whole vectors
+      for (std::size_t k = 0; k < kc; ++k) {
+        const std::size_t at = (k0 + k) * b.row_stride + n0 + j;
+        for (std::size_t v = 0; v < nr; v += lanes) {
+          if (b.bf16) {
+            const auto bits = hn::PromoteTo(du, hn::LoadU(du16, bf16_bits(b) + at + v));
+            hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(bits)), df, panel + k * nr + v);
+          } else {
+            hn::Store(hn::LoadU(df, f32_data(b) + at + v), df, panel + k * nr + v);
+          }
+        }
+      }
+      continue;
+    }
+    if (b.row_stride == 1) {  // B^T given: K contiguous per column
+      for (std::size_t col = 0; col < w; ++col) {
+        const std::size_t at = (n0 + j + col) * b.col_stride + k0;
+        if (b.bf16)
+          for (std::size_t k = 0; k < kc; ++k) panel[k * nr + col] = static_cast<const bfloat16*>(b.data)[at + k];
+        else
+          for (std::size_t k = 0; k < kc; ++k) panel[k * nr + col] = f32_data(b)[at + k];
+      }
+    } else {
+      for (std::size_t k = 0; k < kc; ++k)
+        for (std::size_t col = 0; col < w; ++col) panel[k * nr + col] = b.at(k0 + k, n0 + j + col);
+    }
+    for (std::size_t k = 0; k < kc; ++k)
+      for (std::size_t col = w; col < nr; ++col) panel[k * nr + col] = 0.0f;
+  }
+}
+
+// A's rows [m0, m0 + mc) x K block into panels of MR rows, column-major within a panel.
+inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std::size_t k0, std::size_t kc,
+                       float* HWY_RESTRICT out) {
+  constexpr std::size_t mr = blocking::mr;
+  for (std::size_t i = 0; i < mc; i += mr) {
+    const std::size_t h = std::min(mr, mc - i);
+    float* HWY_RESTRICT panel = out + i * kc;
+    if (a.col_stride == 1) {  // rows of A contiguous
+      for (std::size_t r = 0; r < h; ++r) {
+        const std::size_t at = (m0 + i + r) * a.row_stride + k0;
+        if (a.bf16)
+          for (std::size_t k = 0; k < kc; ++k) panel[k * mr + r] = static_cast<const bfloat16*>(a.data)[at + k];
+        else
+          for (std::size_t k = 0; k < kc; ++k) panel[k * mr + r] = f32_data(a)[at + k];
+      }
+    } else if (a.row_stride == 1) {  // A^T given: a panel's column is contiguous
+      for (std::size_t k = 0; k < kc; ++k) {
+        const std::size_t at = (k0 + k) * a.col_stride + m0 + i;
+        if (a.bf16)
+          for (std::size_t r = 0; r < h; ++r) panel[k * mr + r] = static_cast<const bfloat16*>(a.data)[at + r];
+        else
+          std::memcpy(panel + k * mr, f32_data(a) + at, h * sizeof(float));
+      }
+    } else {
+      for (std::size_t k = 0; k < kc; ++k)
+        for (std::size_t r = 0; r < h; ++r) panel[k * mr + r] = a.at(m0 + i + r, k0 + k);
+    }
+    if (h < mr)
+      for (std::size_t k = 0; k < kc; ++k)
+        for (std::size_t r = h; r < mr; ++r) panel[k * mr + r] = 0.0f;
+  }
+}
+
+// One row of a tile to C: C = acc on the first K block, C += acc after.
+template <class D, class V>
+HWY_INLINE void store_row(D d, V v0, V v1, float* HWY_RESTRICT cr, bool first) {
+  constexpr std::size_t lanes = blocking::lanes;
+  if (!first) {
+    v0 = hn::Add(hn::LoadU(d, cr), v0);
+    v1 = hn::Add(hn::LoadU(d, cr + lanes), v1);
+  }
+  hn::StoreU(v0, d, cr);
+  hn::StoreU(v1, d, cr + lanes);
+}
+
+// The first rows x cols of a tile held in `edge` (MR x NR floats) to C, as store_row does.
+inline void store_edge(const float* HWY_RESTRICT edge, float* HWY_RESTRICT c, std::size_t ldc, std::size_t rows,
+                       std::size_t cols, bool first) {
+  constexpr std::size_t nr = blocking::nr;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < cols; ++j)
+      c[r * ldc + j] = first ? edge[r * nr + j] : c[r * ldc + j] + edge[r * nr + j];
+}
+
+// acc(MR x NR) = sum over kc >= 1 of a_panel(:, k) * b_panel(k, :), then C's first rows x cols = acc
+// (first K block) or += acc.
+inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, float* c,
+                             std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge) {
+  constexpr std::size_t mr = blocking::mr, lanes = blocking::lanes, nr = blocking::nr;
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  V acc0[mr], acc1[mr];
+  {  // the first k initialises the accumulators (rounded as an FMA onto zero would be)
+    const V b0 = hn::Load(d, b);
+    const V b1 = hn::Load(d, b + lanes);
+    for (std::size_t r = 0; r < mr; ++r) {
+      const V av = hn::Set(d, a[r]);
+      acc0[r] = hn::Mul(av, b0);
+      acc1[r] = hn::Mul(av, b1);
+    }
+  }
+  for (std::size_t k = 1; k < kc; ++k) {
+    const V b0 = hn::Load(d, b + k * nr);
+    const V b1 = hn::Load(d, b + k * nr + lanes);
+    const float* HWY_RESTRICT ak = a + k * mr;
+    if (k <= rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + (k - 1) * ldc, lanes, nr);
+    for (std::size_t r = 0; r < mr; ++r) {
+      const V av = hn::Set(d, ak[r]);
+      acc0[r] = hn::MulAdd(av, b0, acc0[r]);
+      acc1[r] = hn::MulAdd(av, b1, acc1[r]);
+    }
+  }
+  // Loops over the arrays in this function (not a helper taking them by reference, nor a lambda
+  // capturing them): otherwise GCC 12 keeps the accumulators in memory and stores them on every k.
+  if (rows == mr && cols == nr) {
+    for (std::size_t r = 0; r < mr; ++r) store_row(d, acc0[r], acc1[r], c + r * ldc, first);
+    return;
+  }
+  for (std::size_t r = 0; r < mr; ++r) {
+    hn::Store(acc0[r], d, edge + r * nr);
+    hn::Store(acc1[r], d, edge + r * nr + lanes);
+  }
+  store_edge(edge, c, ldc, rows, cols, first);
+}
+
+inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                          std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  constexpr std::size_t mr = blocking::mr, nr = blocking::nr, kc_max = blocking::kc, mc_max = blocking::mc,
+                        nc_max = blocking::nc;
+  float* packed_b = scratch;
+  float* packed_a = scratch + kc_max * nc_max;
+  float* edge = packed_a + mc_max * kc_max;
+  for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
+    const std::size_t nc = std::min(nc_max, n - j0);
+    for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
+      const std::size_t kc = std::min(kc_max, k - p0);
+      pack_b_f32(b, p0, kc, j0, nc, packed_b);
+      for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
+        const std::size_t mc = std::min(mc_max, m1 - i0);
+        pack_a_f32(a, i0, mc, p0, kc, packed_a);
+        for (std::size_t j = 0; j < nc; j += nr)
+          for (std::size_t i = 0; i < mc; i += mr)
+            micro_kernel_f32(kc, packed_a + i * kc, packed_b + j * kc, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
+                             std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
+      }
+    }
+  }
+}
+
+#if TESSEL_HWY_GEMM_DPBF16
+// ---- bf16 x bf16 with vdpbf16ps: operands packed as 32-bit pairs (element k in the low half,
+// k + 1 in the high half); one instruction adds both products of a pair into each f32 lane. An odd
+// K ends with a pair whose high halves are zero in both operands.
+
+// B's K block [k0, k0 + kc) as kp = ceil(kc / 2) rows of pairs, NR pairs per panel row.
+inline void pack_b_pairs(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc,
+                         std::uint32_t* HWY_RESTRICT out) {
+  constexpr std::size_t nr = blocking::nr, lanes = blocking::lanes;
+  const std::size_t kp = (kc + 1) / 2;
+  const hn::ScalableTag<std::uint32_t> du;
+  const hn::Rebind<std::uint16_t, decltype(du)> du16;
+  const std::uint16_t* bits = bf16_bits(b);
+  for (std::size_t j = 0; j < nc; j += nr) {
+    const std::size_t w = std::min(nr, nc - j);
+    std::uint32_t* HWY_RESTRICT panel = out + j * kp;
+    if (b.col_stride == 1 && w == nr) {
+      for (std::size_t p = 0; p < kp; ++p) {
+        const std::uint16_t* lo = bits + (k0 + 2 * p) * b.row_stride + n0 + j;
+        const bool has_hi = 2 * p + 1 < kc;
+        for (std::size_t v = 0; v < nr; v += lanes) {
+          auto pair = hn::PromoteTo(du, hn::LoadU(du16, lo + v));
+          if (has_hi) pair = hn::Or(pair, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, lo + b.row_stride + v))));
+          hn::Store(pair, du, panel + p * nr + v);
+        }
+      }
+      continue;
+    }
+    for (std::size_t col = 0; col < nr; ++col)
+      for (std::size_t p = 0; p < kp; ++p) {
+        std::uint32_t pair = 0;
+        if (col < w) {
+          pair = bf16_at(b, k0 + 2 * p, n0 + j + col);
+          if (2 * p + 1 < kc) pair |= bf16_at(b, k0 + 2 * p + 1, n0 + j + col) << 16;
+        }
+        panel[p * nr + col] = pair;
+      }
+  }
+}
+
+inline void pack_a_pairs(const matrix_view& a, std::size_t m0, std::size_t mc, std::size_t k0, std::size_t kc,
+                         std::uint32_t* HWY_RESTRICT out) {
+  constexpr std::size_t mr = blocking::mr;
+  const std::size_t kp = (kc + 1) / 2;
+  for (std::size_t i = 0; i < mc; i += mr) {
+    const std::size_t h = std::min(mr, mc - i);
+    std::uint32_t* HWY_RESTRICT panel = out + i * kp;
+    if (a.col_stride == 1) {  // a pair is two adjacent bf16 of a row: one 32-bit copy
+      for (std::size_t r = 0; r < h; ++r) {
+        const std::uint16_t* row = bf16_bits(a) + (m0 + i + r) * a.row_stride + k0;
+        for (std::size_t p = 0; p < kc / 2; ++p) std::memcpy(panel + p * mr + r, row + 2 * p, 4);
+        if (kc % 2) panel[(kp - 1) * mr + r] = row[kc - 1];
+      }
+    } else {
+      for (std::size_t p = 0; p < kp; ++p)
+        for (std::size_t r = 0; r < h; ++r) {
+          std::uint32_t pair = bf16_at(a, m0 + i + r, k0 + 2 * p);
+          if (2 * p + 1 < kc) pair |= bf16_at(a, m0 + i + r, k0 + 2 * p + 1) << 16;
+          panel[p * mr + r] = pair;
+        }
+    }
+    if (h < mr)
+      for (std::size_t p = 0; p < kp; ++p)
+        for (std::size_t r = h; r < mr; ++r) panel[p * mr + r] = 0;
+  }
+}
+
+// The register block of micro_kernel_f32 with vdpbf16ps. Its own target attribute adds AVX512_BF16
+// to this Highway target's; the caller checks CPUID first.
+__attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_dpbf16(
+    std::size_t kp, const std::uint32_t* HWY_RESTRICT a, const std::uint32_t* HWY_RESTRICT b, float* c,
+    std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge) {
+  constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
+  static_assert(nr == 32, "one 512-bit vector holds 16 pairs");
+  __m512 acc0[mr], acc1[mr];
+  for (std::size_t r = 0; r < mr; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (std::size_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * nr);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * nr + 16);
+    const std::uint32_t* HWY_RESTRICT ap = a + p * mr;
+    if (p < rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + p * ldc, 16, nr);
+    for (std::size_t r = 0; r < mr; ++r) {
+      __m512i av = _mm512_set1_epi32(static_cast<int>(ap[r]));
+#if HWY_COMPILER_CLANG
+      // clang 16 crashes selecting vdpbf16ps with a folded broadcast operand: keep the broadcast apart.
+      asm("" : "+v"(av));
+#endif
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], (__m512bh)av, b0);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], (__m512bh)av, b1);
+    }
+  }
+  if (rows == mr && cols == nr) {
+    const hn::ScalableTag<float> d;
+    using V = hn::Vec<decltype(d)>;
+    for (std::size_t r = 0; r < mr; ++r) store_row(d, V{acc0[r]}, V{acc1[r]}, c + r * ldc, first);
+    return;
+  }
+  for (std::size_t r = 0; r < mr; ++r) {
+    _mm512_store_ps(edge + r * nr, acc0[r]);
+    _mm512_store_ps(edge + r * nr + 16, acc1[r]);
+  }
+  store_edge(edge, c, ldc, rows, cols, first);
+}
+
+inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
+                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  constexpr std::size_t mr = blocking::mr, nr = blocking::nr, kp_max = blocking::kc, mc_max = blocking::mc,
+                        nc_max = blocking::nc;
+  // The f32 path's regions reinterpreted: a pair takes the room of one float, so K blocks are twice as long.
+  auto* packed_b = reinterpret_cast<std::uint32_t*>(scratch);
+  auto* packed_a = reinterpret_cast<std::uint32_t*>(scratch + kp_max * nc_max);
+  float* edge = scratch + kp_max * nc_max + mc_max * kp_max;
+  for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
+    const std::size_t nc = std::min(nc_max, n - j0);
+    for (std::size_t p0 = 0; p0 < k; p0 += 2 * kp_max) {
+      const std::size_t kc = std::min(2 * kp_max, k - p0), kp = (kc + 1) / 2;
+      pack_b_pairs(b, p0, kc, j0, nc, packed_b);
+      for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
+        const std::size_t mc = std::min(mc_max, m1 - i0);
+        pack_a_pairs(a, i0, mc, p0, kc, packed_a);
+        for (std::size_t j = 0; j < nc; j += nr)
+          for (std::size_t i = 0; i < mc; i += mr)
+            micro_kernel_dpbf16(kp, packed_a + i * kp, packed_b + j * kp, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
+                                std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
+      }
+    }
+  }
+}
+#endif  // TESSEL_HWY_GEMM_DPBF16
+
+// Whether a bf16 x bf16 product would take the vdpbf16ps path on this target and CPU.
+inline bool uses_dpbf16() {
+#if TESSEL_HWY_GEMM_DPBF16
+  return cpu_has_avx512_bf16() && dpbf16_allowed().load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
+                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  if (k == 0) {
+    for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
+    return;
+  }
+#if TESSEL_HWY_GEMM_DPBF16
+  if (a.bf16 && b.bf16 && uses_dpbf16()) return gemm_rows_dpbf16(a, b, m0, m1, n, k, c, ldc, scratch);
+#endif
+  gemm_rows_f32(a, b, m0, m1, n, k, c, ldc, scratch);
+}
+#endif  // HWY_HAVE_SCALABLE
+
+}  // namespace tessel::backend::hwy_detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE

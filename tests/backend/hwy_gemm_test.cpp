@@ -1,0 +1,251 @@
+// The GEMM paths agree: hwy_gemm_rows on every Highway target compiled here (and, on AVX-512 targets,
+// with and without vdpbf16ps), xsimd's gemm_rows and the scalar gemm_reference, each against the exact
+// product (double) within the documented bound 2 k u sum|a b|. Random matrices in every layout the
+// kernels read through strides (row-major, transposed, both strides > 1), f32, bf16 and mixed operands,
+// sizes that hit full tiles, edges and several K/N blocks, and row sub-ranges.
+
+// Compile every target Highway can attain (not only those better than -march=native's baseline) so
+// that each one's kernel is tested on this CPU.
+#define HWY_COMPILE_ALL_ATTAINABLE
+#include "tessel/backend/hwy_gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace hwy_gemm_second_tu {  // hwy_gemm_second_tu.cpp
+const char* target();
+void gemm(const tessel::backend::matrix_view& a, const tessel::backend::matrix_view& b, std::size_t m, std::size_t n,
+          std::size_t k, float* c, float* scratch);
+}  // namespace hwy_gemm_second_tu
+
+namespace {
+using tessel::bfloat16;
+using namespace tessel::backend;
+
+struct scratch_buffer {
+  float* p = static_cast<float*>(::operator new(gemm_scratch::bytes, std::align_val_t{64}));
+  ~scratch_buffer() { ::operator delete(p, std::align_val_t{64}); }
+};
+
+enum class dtype { f32, bf16 };
+
+// One operand: logical values (rows x cols) and their storage in a chosen layout and dtype.
+struct operand {
+  std::size_t rows = 0, cols = 0;
+  std::vector<float> value;  // row-major logical values (bf16-representable when stored as bf16)
+  std::vector<float> f32;
+  std::vector<bfloat16> b16;
+  matrix_view view;
+
+  float operator()(std::size_t r, std::size_t c) const { return value[r * cols + c]; }
+};
+
+enum class layout { row_major, transposed, strided };
+
+operand make_operand(std::size_t rows, std::size_t cols, dtype t, layout l, std::mt19937& gen) {
+  operand o;
+  o.rows = rows;
+  o.cols = cols;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  o.value.resize(rows * cols);
+  for (float& v : o.value) v = t == dtype::bf16 ? static_cast<float>(bfloat16(dist(gen))) : dist(gen);
+  // Leading dimensions with padding, so that strides differ from the logical extents.
+  std::size_t rs = 0, cs = 0, size = 0;
+  switch (l) {
+    case layout::row_major: rs = cols + 3, cs = 1, size = rows * rs; break;
+    case layout::transposed: rs = 1, cs = rows + 5, size = cols * cs; break;
+    case layout::strided: cs = 2, rs = 2 * cols + 1, size = rows * rs; break;
+  }
+  const float poison = std::nanf("");  // padding must never be read
+  if (t == dtype::bf16) o.b16.assign(size, bfloat16(poison));
+  else o.f32.assign(size, poison);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) {
+      const std::size_t i = r * rs + c * cs;
+      if (t == dtype::bf16) o.b16[i] = bfloat16(o(r, c));
+      else o.f32[i] = o(r, c);
+    }
+  o.view = {t == dtype::bf16 ? static_cast<const void*>(o.b16.data()) : o.f32.data(), rs, cs, t == dtype::bf16};
+  return o;
+}
+
+// Exact A*B (double; products of floats are exact in double and k is small) and sum |a||b| per element.
+struct exact_product {
+  std::vector<double> c, abs;
+};
+
+exact_product exact(const operand& a, const operand& b) {
+  const std::size_t m = a.rows, k = a.cols, n = b.cols;
+  exact_product e{std::vector<double>(m * n), std::vector<double>(m * n)};
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t p = 0; p < k; ++p) {
+      const double x = a(i, p);
+      for (std::size_t j = 0; j < n; ++j) {
+        e.c[i * n + j] += x * b(p, j);
+        e.abs[i * n + j] += std::abs(x * b(p, j));
+      }
+    }
+  return e;
+}
+
+struct shape3 {
+  std::size_t m, n, k;
+};
+
+std::string describe(const char* path, const shape3& s, std::size_t m0, const matrix_view& a, const matrix_view& b) {
+  return std::string(path) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
+         " rows from " + std::to_string(m0) + " A strides (" + std::to_string(a.row_stride) + "," +
+         std::to_string(a.col_stride) + (a.bf16 ? ") bf16" : ") f32") + " B strides (" + std::to_string(b.row_stride) +
+         "," + std::to_string(b.col_stride) + (b.bf16 ? ") bf16" : ") f32");
+}
+
+// Runs `fn` on rows [m0, m) and checks every element against the exact product.
+void run_and_check(gemm_rows_fn fn, const char* path, const shape3& s, std::size_t m0, const operand& a,
+                                 const operand& b, const exact_product& e) {
+  static scratch_buffer scratch;
+  const std::size_t ldc = s.n + 5;
+  std::vector<float> c((s.m - m0) * ldc, 12345.0f);  // stale values must be overwritten, not accumulated
+  fn(a.view, b.view, m0, s.m, s.n, s.k, c.data(), ldc, scratch.p);
+  constexpr double u = 1.0 / (1 << 24);
+  for (std::size_t i = m0; i < s.m; ++i)
+    for (std::size_t j = 0; j < s.n; ++j) {
+      const double want = e.c[i * s.n + j], got = c[(i - m0) * ldc + j];
+      const double bound = 2.0 * static_cast<double>(s.k) * u * e.abs[i * s.n + j] + 1e-30;
+      if (!(std::abs(got - want) <= bound)) {
+        ADD_FAILURE() << describe(path, s, m0, a.view, b.view) << ": C(" << i << "," << j << ") = " << got
+                      << ", exact " << want << ", bound " << bound;
+        return;
+      }
+    }
+}
+
+std::vector<shape3> shapes() {
+  std::vector<shape3> s = {
+      {1, 1, 1},    {1, 1, 2},     {2, 3, 1},     {1, 300, 1},    {300, 1, 7},  {6, 16, 7},    {7, 17, 9},
+      {12, 32, 256}, {13, 33, 257}, {11, 31, 255}, {24, 64, 512}, {25, 65, 513}, {49, 40, 1025}, {100, 300, 70},
+      {97, 130, 600}, {300, 7, 300}, {5, 2100, 3},  // N past one NC block
+  };
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<std::size_t> dim(1, 300);
+  for (int i = 0; i < 6; ++i) s.push_back({dim(gen), dim(gen), dim(gen)});
+  return s;
+}
+
+// Every shape x dtype pair x layout pair through `paths`; each element checked against the exact product.
+template <class Paths>
+void for_all_cases(Paths&& paths) {
+  std::mt19937 gen(2024);
+  const layout layouts[] = {layout::row_major, layout::transposed, layout::strided};
+  const std::pair<dtype, dtype> dtypes[] = {
+      {dtype::f32, dtype::f32}, {dtype::bf16, dtype::bf16}, {dtype::bf16, dtype::f32}, {dtype::f32, dtype::bf16}};
+  for (const shape3& s : shapes())
+    for (const auto& [ta, tb] : dtypes) {
+      std::vector<operand> as, bs;
+      const std::uint32_t seed_a = gen(), seed_b = gen();
+      for (layout l : layouts) {
+        std::mt19937 ga(seed_a), gb(seed_b);
+        as.push_back(make_operand(s.m, s.k, ta, l, ga));
+        bs.push_back(make_operand(s.k, s.n, tb, l, gb));
+      }
+      // The same logical matrices in each layout (same seeds), so one exact product serves all.
+      const exact_product e = exact(as[0], bs[0]);
+      int index = 0;
+      for (const operand& a : as)
+        for (const operand& b : bs) {
+          const std::size_t m0 = (index++ % 2 == 1 && s.m > 2) ? s.m / 3 : 0;
+          paths(s, m0, a, b, e);
+        }
+    }
+}
+
+TEST(HwyGemm, EveryTargetAgreesWithExactProduct) {
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (std::int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    ASSERT_STREQ(hwy_gemm_target(), hwy::TargetName(target));
+    SCOPED_TRACE(hwy::TargetName(target));
+    std::printf("target %s\n", hwy::TargetName(target));
+    const bool allowed_before = hwy_gemm_allow_dpbf16(true);
+    for (bool allow_dpbf16 : {true, false}) {
+      hwy_gemm_allow_dpbf16(allow_dpbf16);
+      if (!allow_dpbf16) {
+        EXPECT_FALSE(hwy_gemm_uses_dpbf16());
+      }
+      const std::string path = std::string("hwy ") + hwy::TargetName(target) +
+                               (hwy_gemm_uses_dpbf16() ? " (vdpbf16ps)" : " (widened)");
+      for_all_cases([&](const shape3& s, std::size_t m0, const operand& a, const operand& b, const exact_product& e) {
+        // The f32 path does not depend on the switch: run it once.
+        if (!allow_dpbf16 && !(a.view.bf16 && b.view.bf16)) return;
+        run_and_check(&hwy_gemm_rows, path.c_str(), s, m0, a, b, e);
+      });
+      if (::testing::Test::HasFailure()) break;
+    }
+    hwy_gemm_allow_dpbf16(allowed_before);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(HwyGemm, XsimdScalarAndHwyAgree) {
+  hwy::SetSupportedTargetsForTest(0);
+  for_all_cases([](const shape3& s, std::size_t m0, const operand& a, const operand& b, const exact_product& e) {
+    // Each within the bound of the exact product, hence within twice it of each other. (Not bit for
+    // bit: clang and GCC contract and order xsimd's first products differently.)
+    run_and_check(select_gemm(gemm_kernel::xsimd), "xsimd", s, m0, a, b, e);
+    run_and_check(select_gemm(gemm_kernel::hwy), "hwy", s, m0, a, b, e);
+    if (s.m * s.n * s.k <= 1'000'000) run_and_check(select_gemm(gemm_kernel::scalar), "scalar", s, m0, a, b, e);
+  });
+}
+
+TEST(HwyGemm, DispatchesToTheBestTarget) {
+  hwy::SetSupportedTargetsForTest(0);
+  // SupportedAndGeneratedTargets lists the best (lowest bit) first.
+  EXPECT_STREQ(hwy_gemm_target(), hwy::TargetName(hwy::SupportedAndGeneratedTargets().front()));
+  std::printf("hwy_gemm_rows runs on %s, bf16 x bf16 with %s\n", hwy_gemm_target(),
+              hwy_gemm_uses_dpbf16() ? "vdpbf16ps" : "widening to f32");
+}
+
+TEST(HwyGemm, SecondTranslationUnitDispatchesAlike) {
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_STREQ(hwy_gemm_second_tu::target(), hwy_gemm_target());
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  hwy::SetSupportedTargetsForTest(targets.back());  // the least capable: a switch made here is seen there
+  EXPECT_STREQ(hwy_gemm_second_tu::target(), hwy::TargetName(targets.back()));
+  std::mt19937 gen(5);
+  const operand a = make_operand(13, 40, dtype::f32, layout::row_major, gen);
+  const operand b = make_operand(40, 35, dtype::bf16, layout::transposed, gen);
+  const exact_product e = exact(a, b);
+  scratch_buffer scratch;
+  std::vector<float> c(13 * 35);
+  hwy_gemm_second_tu::gemm(a.view, b.view, 13, 35, 40, c.data(), scratch.p);
+  for (std::size_t i = 0; i < c.size(); ++i)
+    EXPECT_NEAR(c[i], e.c[i], 2.0 * 40 / (1 << 24) * e.abs[i]) << i;
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(HwyGemm, EmptyKGivesZero) {
+  scratch_buffer scratch;
+  const float a = 1.0f, b = 2.0f;
+  const matrix_view va{&a, 0, 0, false}, vb{&b, 0, 0, false};
+  for (gemm_kernel kind : {gemm_kernel::scalar, gemm_kernel::xsimd, gemm_kernel::hwy}) {
+    std::vector<float> c(3 * 4, 7.0f);
+    select_gemm(kind)(va, vb, 0, 3, 4, 0, c.data(), 4, scratch.p);
+    for (float v : c) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+TEST(HwyGemm, SelectGemm) {
+  EXPECT_EQ(select_gemm(gemm_kernel::scalar), &gemm_reference);
+  EXPECT_EQ(select_gemm(gemm_kernel::xsimd), &gemm_rows);
+  EXPECT_EQ(select_gemm(gemm_kernel::hwy), &hwy_gemm_rows);
+  EXPECT_EQ(select_gemm(), select_gemm(default_gemm_kernel));
+}
+
+}  // namespace
