@@ -18,6 +18,7 @@
 #include "tessel/backend/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/plan/plan.hpp"
+#include "tessel/profile/profiler.hpp"
 #include "tessel/prim/dot_general.hpp"
 
 namespace tessel::backend {
@@ -294,7 +295,18 @@ class executor {
   unsigned char* thread_scratch(std::size_t t) const { return scratch_ + t * scratch_per_thread_; }
 
   void run_kernel(const plan::kernel& kr, int index, thread_pool& pool) {
-    (void)index;
+    if (profile::enabled()) {  // one branch when profiling is off
+      const auto start = profile::clock::now();
+      dispatch(kr, pool);
+      profile::kernel_event(plan::name_of(kr.kind), start, profile::clock::now(),
+                            {.bytes = static_cast<double>(p_.bytes(kr.root))});
+      (void)index;
+      return;
+    }
+    dispatch(kr, pool);
+  }
+
+  void dispatch(const plan::kernel& kr, thread_pool& pool) {
     switch (kr.kind) {
       case plan::kernel_kind::loop: run_loop(kr, pool); break;
       case plan::kernel_kind::row: run_row(kr, pool); break;
