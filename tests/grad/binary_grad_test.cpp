@@ -95,3 +95,12 @@ TEST(Grad, UnusedArgumentHasZeroGradient) {
   EXPECT_EQ(db, (tensor<float, shape<2>>{0, 0}));
 }
 }  // namespace
+
+namespace {
+// A constant cotangent reaching a whole-buffer kernel (the transpose's VJP is a transpose of the seed).
+TEST(Grad, ConstantCotangentThroughALayoutKernel) {
+  tessel::tensor<float, tessel::shape<2, 3>> x{1, 2, 3, 4, 5, 6};
+  const auto g = tessel::grad([](auto v) { return tessel::sum(tessel::transpose<1, 0>(v)); })(x);
+  EXPECT_EQ(g, (tessel::tensor<float, tessel::shape<2, 3>>{1, 1, 1, 1, 1, 1}));
+}
+}  // namespace

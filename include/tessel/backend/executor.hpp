@@ -483,7 +483,8 @@ class executor {
 
   void run_copy(const plan::kernel& kr) const {
     const ir::node& n = nd(kr.root);
-    void* out = outputs_[p_.output_index[static_cast<std::size_t>(kr.root)]];
+    const int slot = p_.output_index[static_cast<std::size_t>(kr.root)];
+    void* out = slot >= 0 ? outputs_[slot] : storage(kr.root);
     if (n.prim->kind == ir::prim_kind::literal) {
       std::uint32_t tile = 0;
       splat(n, n.dtype, 1, &tile);

@@ -102,6 +102,7 @@ struct builder {
   std::array<bool, N> live{};
   std::array<int, N> common_kernel{};  // the kernel all users are in, -1 none yet, -2 several
   std::array<bool, N> is_output{};
+  std::array<bool, N> whole_buffer_operand{};  // read by a kernel that needs a real buffer (layout, GEMM, ...)
 
   constexpr const ir::node& nd(int id) const { return p.nodes[static_cast<std::size_t>(id)]; }
 
@@ -189,7 +190,8 @@ struct builder {
       const ir::node& n = p.nodes[ii];
       if (!live[ii]) continue;
       const auto kind = n.prim->kind;
-      if (!is_output[ii] && is_inline_constant(p, id)) continue;  // recomputed wherever it is read
+      // Recomputed wherever it is read, unless a whole-buffer kernel reads it.
+      if (!is_output[ii] && !whole_buffer_operand[ii] && is_inline_constant(p, id)) continue;
       if (kind == ir::prim_kind::parameter) {
         out.materialized[ii] = true;
         if (!is_output[ii]) continue;
@@ -235,7 +237,10 @@ struct builder {
       }
       // Kernels that compute whole buffers need materialised operands.
       if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot)
-        for (std::size_t a = 0; a < n.arity; ++a) common_kernel[static_cast<std::size_t>(n.operands[a])] = -2;
+        for (std::size_t a = 0; a < n.arity; ++a) {
+          common_kernel[static_cast<std::size_t>(n.operands[a])] = -2;
+          whole_buffer_operand[static_cast<std::size_t>(n.operands[a])] = true;
+        }
     }
 
     // Order kernels by root (a topological order, since every member precedes its root) and lay out members.

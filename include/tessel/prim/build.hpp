@@ -15,10 +15,12 @@
 
 namespace tessel::prim {
 
-extern const ir::primitive abs_p, add_p, argmax_p, broadcast_in_dim_p, convert_element_type_p, cos_p, div_p,
-    dot_general_p, eq_p, erf_p, erf_inv_p, exp_p, expm1_p, floor_p, ge_p, gt_p, iota_p, le_p, literal_p, log_p,
-    log1p_p, logistic_p, lt_p, max_p, min_p, mul_p, ne_p, neg_p, parameter_p, pow_p, reduce_max_p, reduce_min_p,
-    reduce_sum_p, reshape_p, rsqrt_p, select_p, sign_p, sin_p, sqrt_p, sub_p, tanh_p, transpose_p, stop_gradient_p;
+extern const ir::primitive abs_p, add_p, argmax_p, broadcast_in_dim_p, conv_filter_grad_p, conv_general_p,
+    conv_input_grad_p, convert_element_type_p, cos_p, div_p, dot_general_p, eq_p, erf_p, erf_inv_p, exp_p, expm1_p,
+    floor_p, ge_p, gt_p, iota_p, le_p, literal_p, log_p, log1p_p, logistic_p, lt_p, max_p, min_p, mul_p, ne_p, neg_p,
+    parameter_p, pow_p, reduce_max_p, reduce_min_p, reduce_sum_p, reduce_window_max_p, reduce_window_sum_p,
+    reduce_window_sum_transpose_p, reshape_p, rsqrt_p, select_and_gather_add_p, select_and_scatter_add_p, select_p,
+    sign_p, sin_p, sqrt_p, sub_p, tanh_p, transpose_p, stop_gradient_p;
 
 namespace build {
 

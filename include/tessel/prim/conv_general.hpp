@@ -1,0 +1,619 @@
+#pragma once
+// conv_general (lax.conv_general_dilated for 2-D NHWC images): a cross-correlation of an input
+// x f32[N, H, W, C] with a filter w f32[KH, KW, C, O] (HWIO), giving y f32[N, OH, OW, O]:
+//
+//   y[n, i, j, o] = sum_{a, b, c} x[n, i*SH + a*DH - PH, j*SW + b*DW - PW, c] * w[a, b, c, o]
+//
+// (terms outside the image are zero). Strides S, filter (rhs) dilation D and padding are template
+// arguments; padding is TensorFlow's and JAX's:
+//   padding::same    OH = ceil(H / SH), total = max((OH - 1)*SH + (KH - 1)*DH + 1 - H, 0), PH = total / 2
+//   padding::valid   OH = (H - ((KH - 1)*DH + 1)) / SH + 1, no padding (the filter must fit the input)
+//   padding::explicit_pads<LoH, HiH, LoW, HiW>   zeros added before and after each spatial axis
+// f32 and bf16 (both operands alike; accumulated in f32; the result has the operands' dtype).
+//
+//   conv_general<stride<1, 1>, padding::same>(x, w)    // f32[8,28,28,1] * f32[3,3,1,32] -> f32[8,28,28,32]
+//   conv_general<stride<2, 2>, padding::valid>(x, w)   // f32[8,28,28,1] * f32[3,3,1,32] -> f32[8,13,13,32]
+//
+// Runs as an im2col into a per-thread scratch panel and a GEMM (backend::gemm_rows) on the host's
+// threads. The planner treats it as a whole-buffer (layout) kernel: operands are materialised, and an
+// epilogue (bias, relu) is a separate loop kernel rather than fused as dot_general's is. The kernels
+// call the host pool's parallel_for themselves, so they must run outside another parallel_for (the
+// executor runs whole-buffer kernels on the calling thread), and allocate their scratch per call (as
+// run_dot_general does; the executor's arena has no scratch for whole-buffer kernels). Its derivatives
+// are two more primitives of this file, `conv_input_grad` (the transposed convolution: the cotangent
+// back to the input's shape) and `conv_filter_grad` (the correlation of input and cotangent). With
+// conv_general they form a closed set under VJP and JVP (all three are bilinear slices of one trilinear
+// form <ct, conv(x, w)>), so derivatives of any order exist.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string_view>
+
+#include "tessel/backend/gemm.hpp"
+#include "tessel/backend/thread_pool.hpp"
+#include "tessel/core/bfloat16.hpp"
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
+
+namespace tessel {
+
+// Window strides along (height, width).
+template <std::size_t H, std::size_t W>
+struct stride {
+  static constexpr std::array<std::size_t, 2> values{H, W};
+};
+// Filter (rhs) dilation along (height, width): 1 is a dense filter.
+template <std::size_t H, std::size_t W>
+struct dilation {
+  static constexpr std::array<std::size_t, 2> values{H, W};
+};
+
+template <class T>
+inline constexpr bool is_stride_v = false;
+template <std::size_t H, std::size_t W>
+inline constexpr bool is_stride_v<stride<H, W>> = true;
+template <class T>
+inline constexpr bool is_dilation_v = false;
+template <std::size_t H, std::size_t W>
+inline constexpr bool is_dilation_v<dilation<H, W>> = true;
+
+namespace padding {
+
+// One spatial axis of a windowed op: its output size and the padding applied before and after.
+struct resolved {
+  std::size_t out = 0;
+  std::size_t lo = 0, hi = 0;
+  bool fits = true;  // the (padded) input holds at least one window
+};
+
+struct same {
+  static constexpr std::string_view name = "padding::same";
+  static constexpr resolved resolve(std::size_t, std::size_t in, std::size_t window, std::size_t stride) {
+    resolved r;
+    r.out = (in + stride - 1) / stride;
+    const std::size_t need = r.out == 0 ? 0 : (r.out - 1) * stride + window;
+    const std::size_t total = need > in ? need - in : 0;
+    r.lo = total / 2;
+    r.hi = total - r.lo;
+    return r;
+  }
+};
+
+struct valid {
+  static constexpr std::string_view name = "padding::valid";
+  static constexpr resolved resolve(std::size_t, std::size_t in, std::size_t window, std::size_t stride) {
+    resolved r;
+    r.fits = in >= window;
+    r.out = r.fits ? (in - window) / stride + 1 : 0;
+    return r;
+  }
+};
+
+template <std::size_t LoH, std::size_t HiH, std::size_t LoW, std::size_t HiW>
+struct explicit_pads {
+  static constexpr std::string_view name = "padding::explicit_pads";
+  static constexpr resolved resolve(std::size_t axis, std::size_t in, std::size_t window, std::size_t stride) {
+    resolved r;
+    r.lo = axis == 0 ? LoH : LoW;
+    r.hi = axis == 0 ? HiH : HiW;
+    const std::size_t padded = in + r.lo + r.hi;
+    r.fits = padded >= window;
+    r.out = r.fits ? (padded - window) / stride + 1 : 0;
+    return r;
+  }
+};
+
+}  // namespace padding
+
+template <class P>
+concept PaddingRule = requires {
+  P::resolve(0, 1, 1, 1);
+  P::name;
+};
+template <class S>
+concept StrideRule = is_stride_v<S>;
+template <class D>
+concept DilationRule = is_dilation_v<D>;
+
+namespace prim {
+
+// ---- geometry shared by the three primitives -------------------------------------------------------
+// attr: [SH, SW, DH, DW, PH_lo, PW_lo, PH_hi, PW_hi]. The output size of each node is its own shape (or
+// its operand's), so only the low padding is needed to run; the high padding keeps nodes of different
+// padding apart and lets rules recompute the forward shape.
+
+struct conv_geometry {
+  std::size_t n = 0, h = 0, w = 0, c = 0;  // input
+  std::size_t kh = 0, kw = 0, o = 0;       // filter (c in, o out)
+  std::size_t oh = 0, ow = 0;              // output
+  std::size_t sh = 1, sw = 1, dh = 1, dw = 1;
+  std::ptrdiff_t ph = 0, pw = 0;  // low padding
+
+  constexpr std::size_t rows() const { return n * oh * ow; }   // im2col rows: one per output pixel
+  constexpr std::size_t patch() const { return kh * kw * c; }  // im2col columns, in HWIO filter order
+};
+
+constexpr conv_geometry conv_geometry_of(const ir::dims& x, const ir::dims& w, const ir::dims& y, const ir::attributes& a) {
+  conv_geometry g;
+  g.n = x.d[0], g.h = x.d[1], g.w = x.d[2], g.c = x.d[3];
+  g.kh = w.d[0], g.kw = w.d[1], g.o = w.d[3];
+  g.oh = y.d[1], g.ow = y.d[2];
+  g.sh = static_cast<std::size_t>(a.ints[0]), g.sw = static_cast<std::size_t>(a.ints[1]);
+  g.dh = static_cast<std::size_t>(a.ints[2]), g.dw = static_cast<std::size_t>(a.ints[3]);
+  g.ph = static_cast<std::ptrdiff_t>(a.ints[4]), g.pw = static_cast<std::ptrdiff_t>(a.ints[5]);
+  return g;
+}
+
+// The forward result's shape for input x, filter w and the node attributes.
+constexpr ir::dims conv_output_shape(const ir::dims& x, const ir::dims& w, const ir::attributes& a) {
+  ir::dims out;
+  out.rank = 4;
+  out.d[0] = x.d[0];
+  out.d[3] = w.d[3];
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto s = static_cast<std::size_t>(a.ints[i]), d = static_cast<std::size_t>(a.ints[2 + i]);
+    const std::size_t window = (w.d[i] - 1) * d + 1;
+    const auto padded = static_cast<std::size_t>(static_cast<std::int64_t>(x.d[1 + i]) + a.ints[4 + i] + a.ints[6 + i]);
+    out.d[1 + i] = padded >= window ? (padded - window) / s + 1 : 0;
+  }
+  return out;
+}
+
+// ---- kernels -----------------------------------------------------------------------------------------
+
+namespace conv_detail {
+
+// Rows of the scratch panel per work item: about 256 KiB of f32 patches (an L2 share).
+inline constexpr std::size_t panel_floats = 64 * 1024;
+
+// The filter taps [first, last) of one axis that land inside [0, size) from base position `origin`.
+inline void valid_taps(std::ptrdiff_t origin, std::size_t dilation, std::size_t taps, std::size_t size, std::size_t& first,
+                       std::size_t& last) {
+  const auto d = static_cast<std::ptrdiff_t>(dilation);
+  const std::ptrdiff_t lo = origin >= 0 ? 0 : (-origin + d - 1) / d;
+  const std::ptrdiff_t hi =
+      static_cast<std::ptrdiff_t>(size) - origin <= 0 ? 0 : (static_cast<std::ptrdiff_t>(size) - origin + d - 1) / d;
+  first = static_cast<std::size_t>(std::min<std::ptrdiff_t>(lo, static_cast<std::ptrdiff_t>(taps)));
+  last = static_cast<std::size_t>(
+      std::clamp<std::ptrdiff_t>(hi, static_cast<std::ptrdiff_t>(first), static_cast<std::ptrdiff_t>(taps)));
+}
+
+// The pixels [first, last) of `span` consecutive output columns from column j whose tap at offset
+// `offset` (= b*DW - PW) lands inside the image row: 0 <= (j + jj)*SW + offset < W.
+inline void valid_pixels(const conv_geometry& g, std::size_t j, std::size_t span, std::ptrdiff_t offset, std::size_t& first,
+                         std::size_t& last) {
+  const auto s = static_cast<std::ptrdiff_t>(g.sw), jj = static_cast<std::ptrdiff_t>(j);
+  const std::ptrdiff_t lo = offset >= 0 ? 0 : (-offset + s - 1) / s;  // first column in
+  const std::ptrdiff_t hi = static_cast<std::ptrdiff_t>(g.w) - 1 - offset < 0
+                                ? 0
+                                : (static_cast<std::ptrdiff_t>(g.w) - 1 - offset) / s + 1;  // past the last
+  first = static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(lo - jj, 0, static_cast<std::ptrdiff_t>(span)));
+  last = static_cast<std::size_t>(
+      std::clamp<std::ptrdiff_t>(hi - jj, static_cast<std::ptrdiff_t>(first), static_cast<std::ptrdiff_t>(span)));
+}
+
+// Walks the patch matrix's rows [row0, row0 + count) a segment of one output row at a time, per filter
+// tap (a, b): run(p, first, pixels, source) for `pixels` consecutive rows from r = p whose tap reads
+// the image at element offset `source` (then source + SW*C, ...), and zero(p, first, pixels) for runs
+// that fall in the padding; `first` is the tap's first patch column ((a*KW + b)*C). Whole segments
+// keep the per-element work a bounds-free loop (C = 1 first layers have 9-column rows).
+template <class Run, class Zero>
+void walk_patches(const conv_geometry& g, std::size_t row0, std::size_t count, Run run, Zero zero) {
+  for (std::size_t r = 0; r < count;) {
+    const std::size_t row = row0 + r;
+    const std::size_t n = row / (g.oh * g.ow), i = row / g.ow % g.oh, j = row % g.ow;
+    const std::size_t span = std::min(g.ow - j, count - r);
+    const std::size_t image = n * g.h * g.w * g.c;
+    const std::ptrdiff_t top = static_cast<std::ptrdiff_t>(i * g.sh) - g.ph;
+    for (std::size_t a = 0; a < g.kh; ++a) {
+      const std::ptrdiff_t ih = top + static_cast<std::ptrdiff_t>(a * g.dh);
+      const bool inside = ih >= 0 && ih < static_cast<std::ptrdiff_t>(g.h);
+      for (std::size_t b = 0; b < g.kw; ++b) {
+        const std::size_t col = (a * g.kw + b) * g.c;
+        const std::ptrdiff_t offset = static_cast<std::ptrdiff_t>(b * g.dw) - g.pw;
+        std::size_t first = 0, last = 0;
+        if (inside) valid_pixels(g, j, span, offset, first, last);
+        if (first > 0) zero(r, col, first);
+        if (last > first)
+          run(r + first, col, last - first,
+              image + (static_cast<std::size_t>(ih) * g.w +
+                       static_cast<std::size_t>(static_cast<std::ptrdiff_t>((j + first) * g.sw) + offset)) *
+                          g.c);
+        if (span > last) zero(r + last, col, span - last);
+      }
+    }
+    r += span;
+  }
+}
+
+// patches[r, (a, b, c)] = x[n, i*SH + a*DH - PH, j*SW + b*DW - PW, c] for rows [row0, row0 + count),
+// stored row-major ([count, KH*KW*C]) or, when `transposed`, column-major ([KH*KW*C, count]). Either way
+// the innermost loop writes consecutive addresses (the reads stay within one image row, in L1).
+template <class T>
+void im2col(const conv_geometry& g, const T* x, std::size_t row0, std::size_t count, float* patches, bool transposed) {
+  const std::size_t c = g.c, width = g.patch(), step = g.sw * g.c;
+  if (transposed) {
+    walk_patches(
+        g, row0, count,
+        [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
+          for (std::size_t k = 0; k < c; ++k) {
+            float* d = patches + (col + k) * count + r;
+            const T* s = x + src + k;
+            for (std::size_t p = 0; p < pixels; ++p) d[p] = static_cast<float>(s[p * step]);
+          }
+        },
+        [&](std::size_t r, std::size_t col, std::size_t pixels) {
+          for (std::size_t k = 0; k < c; ++k) std::fill_n(patches + (col + k) * count + r, pixels, 0.0f);
+        });
+    return;
+  }
+  if (c == 1) {  // single elements: no per-pixel copy or fill calls
+    walk_patches(
+        g, row0, count,
+        [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
+          for (std::size_t p = 0; p < pixels; ++p) patches[(r + p) * width + col] = static_cast<float>(x[src + p * step]);
+        },
+        [&](std::size_t r, std::size_t col, std::size_t pixels) {
+          for (std::size_t p = 0; p < pixels; ++p) patches[(r + p) * width + col] = 0.0f;
+        });
+    return;
+  }
+  walk_patches(
+      g, row0, count,
+      [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
+        for (std::size_t p = 0; p < pixels; ++p) {
+          float* d = patches + (r + p) * width + col;
+          const T* s = x + src + p * step;
+          for (std::size_t k = 0; k < c; ++k) d[k] = static_cast<float>(s[k]);
+        }
+      },
+      [&](std::size_t r, std::size_t col, std::size_t pixels) {
+        for (std::size_t p = 0; p < pixels; ++p) std::fill_n(patches + (r + p) * width + col, c, 0.0f);
+      });
+}
+
+// The adjoint of im2col (row-major patches): dx[n, ...] += patches[r, (a, b, c)], where acc holds dx's
+// elements from offset `base` on (one image).
+inline void col2im_add(const conv_geometry& g, const float* patches, std::size_t row0, std::size_t count, float* acc,
+                       std::size_t base) {
+  const std::size_t c = g.c, width = g.patch(), step = g.sw * g.c;
+  walk_patches(
+      g, row0, count,
+      [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
+        for (std::size_t p = 0; p < pixels; ++p) {
+          const float* s = patches + (r + p) * width + col;
+          float* d = acc + (src - base) + p * step;
+          for (std::size_t k = 0; k < c; ++k) d[k] += s[k];
+        }
+      },
+      [](std::size_t, std::size_t, std::size_t) {});
+}
+
+inline void store(ir::dtype_code dtype, const float* src, std::size_t count, void* out) {
+  if (dtype == ir::dtype_code::bf16) {
+    auto* o = static_cast<bfloat16*>(out);
+    for (std::size_t i = 0; i < count; ++i) o[i] = bfloat16(src[i]);
+  } else {
+    std::memcpy(out, src, count * sizeof(float));
+  }
+}
+
+// Per-thread scratch for one run: GEMM panels plus `extra` floats, 64-byte aligned. Allocated per call,
+// like run_dot_general's (the executor's arena has no slot for whole-buffer kernels yet).
+class thread_scratch {
+ public:
+  thread_scratch(std::size_t threads, std::size_t extra)
+      : stride_((backend::gemm_scratch::floats + extra + 15) / 16 * 16),
+        mem_(static_cast<float*>(::operator new (threads* stride_ * sizeof(float), std::align_val_t{64}))) {}
+  ~thread_scratch() { ::operator delete (mem_, std::align_val_t{64}); }
+  thread_scratch(const thread_scratch&) = delete;
+  thread_scratch& operator=(const thread_scratch&) = delete;
+  float* gemm(std::size_t t) const { return mem_ + t * stride_; }
+  float* extra(std::size_t t) const { return mem_ + t * stride_ + backend::gemm_scratch::floats; }
+
+ private:
+  std::size_t stride_;
+  float* mem_;
+};
+
+inline std::size_t elem_size(ir::dtype_code d) { return d == ir::dtype_code::bf16 ? 2 : 4; }
+
+// Rows per work item: the panel budget, but at least a micro-kernel's worth, and leaving every thread
+// a few items so the split balances.
+inline std::size_t chunk_rows(std::size_t rows, std::size_t width, std::size_t threads) {
+  std::size_t r = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1), backend::gemm_blocking::mr);
+  const std::size_t share = (rows + 4 * threads - 1) / (4 * threads);
+  r = std::min(r, std::max<std::size_t>(share, 64));
+  return std::max<std::size_t>(std::min(r, rows), 1);
+}
+
+// y[rows, O] = patches(x)[rows, KH*KW*C] . w[KH*KW*C, O]
+template <class T>
+void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code dtype, void* y) {
+  backend::thread_pool& pool = backend::thread_pool::host();
+  const std::size_t rows = g.rows(), width = g.patch(), chunk = chunk_rows(rows, width, pool.size());
+  const bool f32_out = dtype == ir::dtype_code::f32;
+  thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : chunk * g.o));
+  const backend::matrix_view filter{w, g.o, 1, dtype == ir::dtype_code::bf16};
+  pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+    float* patches = scratch.extra(t);
+    for (std::size_t item = begin; item < end; ++item) {
+      const std::size_t r0 = item * chunk, count = std::min(chunk, rows - r0);
+      im2col(g, x, r0, count, patches, false);
+      const backend::matrix_view a{patches, width, 1, false};
+      float* c = f32_out ? static_cast<float*>(y) + r0 * g.o : patches + chunk * width;
+      backend::gemm_rows(a, filter, 0, count, g.o, width, c, g.o, scratch.gemm(t));
+      if (!f32_out) store(dtype, c, count * g.o, static_cast<bfloat16*>(y) + r0 * g.o);
+    }
+  });
+}
+
+// dx = col2im(ct[rows, O] . w^T[O, KH*KW*C]); one image per work item (col2im adds into it).
+template <class T>
+void input_grad(const conv_geometry& g, const T* ct, const void* w, ir::dtype_code dtype, void* dx) {
+  backend::thread_pool& pool = backend::thread_pool::host();
+  const std::size_t per_image = g.oh * g.ow, width = g.patch(), image = g.h * g.w * g.c;
+  const std::size_t chunk = std::max<std::size_t>(std::min(per_image, panel_floats / std::max<std::size_t>(width, 1)), 1);
+  const bool f32_out = dtype == ir::dtype_code::f32;
+  thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : image));
+  const backend::matrix_view filter_t{w, 1, g.o, dtype == ir::dtype_code::bf16};
+  pool.parallel_for(g.n, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+    float* panel = scratch.extra(t);
+    for (std::size_t n = begin; n < end; ++n) {
+      float* acc = f32_out ? static_cast<float*>(dx) + n * image : panel + chunk * width;
+      std::fill(acc, acc + image, 0.0f);
+      for (std::size_t done = 0; done < per_image; done += chunk) {
+        const std::size_t r0 = n * per_image + done, count = std::min(chunk, per_image - done);
+        const backend::matrix_view a{ct + r0 * g.o, g.o, 1, dtype == ir::dtype_code::bf16};
+        backend::gemm_rows(a, filter_t, 0, count, width, g.o, panel, width, scratch.gemm(t));
+        col2im_add(g, panel, r0, count, acc, n * image);
+      }
+      if (!f32_out) store(dtype, acc, image, static_cast<bfloat16*>(dx) + n * image);
+    }
+  });
+}
+
+// dw[KH*KW*C, O] = patches(x)^T . ct[rows, O], each thread summing its share of the rows.
+template <class T>
+void filter_grad(const conv_geometry& g, const T* x, const void* ct, ir::dtype_code dtype, void* dw) {
+  backend::thread_pool& pool = backend::thread_pool::host();
+  const std::size_t rows = g.rows(), width = g.patch(), out = width * g.o;
+  constexpr std::size_t kc = backend::gemm_blocking::kc;
+  // Whole K blocks of the GEMM (its contraction runs over the rows here).
+  std::size_t chunk = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1) / kc, 1) * kc;
+  chunk = std::min(chunk, std::max<std::size_t>((rows + 2 * pool.size() - 1) / (2 * pool.size()), kc));
+  chunk = std::max<std::size_t>(std::min(chunk, rows), 1);
+  const std::size_t threads = pool.size();
+  thread_scratch scratch(threads, chunk * width + 2 * out);
+  for (std::size_t t = 0; t < threads; ++t) std::fill_n(scratch.extra(t) + chunk * width + out, out, 0.0f);
+  const std::size_t ct_elem = elem_size(dtype);
+  pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+    float* patches_t = scratch.extra(t);  // [width, count]: the GEMM's A, read row-major
+    float* partial = patches_t + chunk * width;
+    float* acc = partial + out;
+    for (std::size_t item = begin; item < end; ++item) {
+      const std::size_t r0 = item * chunk, count = std::min(chunk, rows - r0);
+      im2col(g, x, r0, count, patches_t, true);
+      const backend::matrix_view a{patches_t, count, 1, false};
+      const backend::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * ct_elem, g.o, 1,
+                                   dtype == ir::dtype_code::bf16};
+      backend::gemm_rows(a, b, 0, width, g.o, count, partial, g.o, scratch.gemm(t));
+      for (std::size_t i = 0; i < out; ++i) acc[i] += partial[i];
+    }
+  });
+  float* total = scratch.extra(0) + chunk * width + out;
+  for (std::size_t t = 1; t < threads; ++t) {  // threads that got no rows hold zeros
+    const float* other = scratch.extra(t) + chunk * width + out;
+    for (std::size_t i = 0; i < out; ++i) total[i] += other[i];
+  }
+  store(dtype, total, out, dw);
+}
+
+}  // namespace conv_detail
+
+// operands: x, w.
+inline void run_conv_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const conv_geometry g = conv_geometry_of(operands[0]->shape, operands[1]->shape, n.shape, n.attr);
+  if (n.operand_dtype == ir::dtype_code::bf16)
+    conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
+  else
+    conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+}
+// operands: ct (the forward result's shape), w; the result has the forward input's shape.
+inline void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const conv_geometry g = conv_geometry_of(n.shape, operands[1]->shape, operands[0]->shape, n.attr);
+  if (n.operand_dtype == ir::dtype_code::bf16)
+    conv_detail::input_grad(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
+  else
+    conv_detail::input_grad(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+}
+// operands: x, ct; the result has the filter's shape.
+inline void run_conv_filter_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const conv_geometry g = conv_geometry_of(operands[0]->shape, n.shape, operands[1]->shape, n.attr);
+  if (n.operand_dtype == ir::dtype_code::bf16)
+    conv_detail::filter_grad(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
+  else
+    conv_detail::filter_grad(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+}
+
+// ---- value-level constructors and rules --------------------------------------------------------------
+
+namespace build {
+
+constexpr int conv(ir::graph_builder& g, int x, int w, const ir::attributes& a) {
+  return make(g, conv_general_p, g[x].dtype, conv_output_shape(g[x].shape, g[w].shape, a), {x, w}, a);
+}
+// The cotangent of conv's input: ct [N, OH, OW, O] and w back to x_shape.
+constexpr int conv_input_grad(ir::graph_builder& g, int ct, int w, const ir::attributes& a, const ir::dims& x_shape) {
+  return make(g, conv_input_grad_p, g[ct].dtype, x_shape, {ct, w}, a);
+}
+// The cotangent of conv's filter: x and ct [N, OH, OW, O] to w_shape.
+constexpr int conv_filter_grad(ir::graph_builder& g, int x, int ct, const ir::attributes& a, const ir::dims& w_shape) {
+  return make(g, conv_filter_grad_p, g[x].dtype, w_shape, {x, ct}, a);
+}
+
+}  // namespace build
+
+// With T(x, w, c) = <c, conv(x, w)>: conv = dT/dc, conv_input_grad(c, w) = dT/dx, conv_filter_grad(x, c)
+// = dT/dw. Each is linear in each operand, and its transposes are the other two.
+constexpr void conv_general_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const int x = n.operands[0], w = n.operands[1];
+  out[0] = build::conv_input_grad(g, ct, w, n.attr, g[x].shape);
+  out[1] = build::conv_filter_grad(g, x, ct, n.attr, g[w].shape);
+}
+constexpr int conv_general_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  const int left = t[0] < 0 ? -1 : build::conv(g, t[0], n.operands[1], n.attr);
+  const int right = t[1] < 0 ? -1 : build::conv(g, n.operands[0], t[1], n.attr);
+  return build::add(g, left, right);
+}
+
+constexpr void conv_input_grad_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const int c = n.operands[0], w = n.operands[1];
+  out[0] = build::conv(g, ct, w, n.attr);
+  out[1] = build::conv_filter_grad(g, ct, c, n.attr, g[w].shape);
+}
+constexpr int conv_input_grad_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  const int left = t[0] < 0 ? -1 : build::conv_input_grad(g, t[0], n.operands[1], n.attr, n.shape);
+  const int right = t[1] < 0 ? -1 : build::conv_input_grad(g, n.operands[0], t[1], n.attr, n.shape);
+  return build::add(g, left, right);
+}
+
+constexpr void conv_filter_grad_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  const int x = n.operands[0], c = n.operands[1];
+  out[0] = build::conv_input_grad(g, c, ct, n.attr, g[x].shape);
+  out[1] = build::conv(g, x, ct, n.attr);
+}
+constexpr int conv_filter_grad_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  const int left = t[0] < 0 ? -1 : build::conv_filter_grad(g, t[0], n.operands[1], n.attr, n.shape);
+  const int right = t[1] < 0 ? -1 : build::conv_filter_grad(g, n.operands[0], t[1], n.attr, n.shape);
+  return build::add(g, left, right);
+}
+
+// Layout kind: whole buffers in, whole buffer out (the planner's contraction path is dot_general's).
+// flops_per_element is per result element and conv's depends on the filter, so dump counts none.
+inline constexpr ir::primitive conv_general_p{.name = "conv_general",
+                                              .kind = ir::prim_kind::layout,
+                                              .run = &run_conv_general,
+                                              .vjp = &conv_general_vjp,
+                                              .jvp = &conv_general_jvp,
+                                              .flops_per_element = 0};
+inline constexpr ir::primitive conv_input_grad_p{.name = "conv_input_grad",
+                                                 .kind = ir::prim_kind::layout,
+                                                 .run = &run_conv_input_grad,
+                                                 .vjp = &conv_input_grad_vjp,
+                                                 .jvp = &conv_input_grad_jvp,
+                                                 .flops_per_element = 0};
+inline constexpr ir::primitive conv_filter_grad_p{.name = "conv_filter_grad",
+                                                  .kind = ir::prim_kind::layout,
+                                                  .run = &run_conv_filter_grad,
+                                                  .vjp = &conv_filter_grad_vjp,
+                                                  .jvp = &conv_filter_grad_jvp,
+                                                  .flops_per_element = 0};
+
+// ---- the type-level shape rule -----------------------------------------------------------------------
+
+template <fixed_string Op, class X, class W, class Strides, class Padding, class Dilation>
+struct conv_check {
+  using xs = typename X::shape_type;
+  using ws = typename W::shape_type;
+
+  // 0: fine; 1: input rank; 2: filter rank; 3: channels differ; 4: zero stride or dilation; 5: window too large
+  static constexpr int problem = [] {
+    if (xs::rank != 4) return 1;
+    if (ws::rank != 4) return 2;
+    if (xs::dims[3] != ws::dims[2]) return 3;
+    for (std::size_t i = 0; i < 2; ++i)
+      if (Strides::values[i] == 0 || Dilation::values[i] == 0) return 4;
+    for (std::size_t i = 0; i < 2; ++i)
+      if (!Padding::resolve(i, xs::dims[1 + i], (ws::dims[i] - 1) * Dilation::values[i] + 1, Strides::values[i]).fits) return 5;
+    return 0;
+  }();
+
+  static constexpr std::array<padding::resolved, 2> spatial = [] {
+    std::array<padding::resolved, 2> r{};
+    if constexpr (problem == 0)
+      for (std::size_t i = 0; i < 2; ++i)
+        r[i] = Padding::resolve(i, xs::dims[1 + i], (ws::dims[i] - 1) * Dilation::values[i] + 1, Strides::values[i]);
+    return r;
+  }();
+
+  static constexpr dims_t<4> out_dims = [] {
+    dims_t<4> d{};
+    if constexpr (problem == 0) d = {xs::dims[0], spatial[0].out, spatial[1].out, ws::dims[3]};
+    return d;
+  }();
+
+  static consteval bool report() {
+    if constexpr (problem != 0) {
+      raise<fit<[] {
+        message_builder m;
+        m << Op << ": ";
+        if constexpr (problem == 1) {
+          m << "input ";
+          append_type<X>(m) << " has rank " << static_cast<std::uint64_t>(xs::rank)
+                            << " but must have rank 4 (NHWC: batch, height, width, channels); fix: reshape it, "
+                               "e.g. a single image to [1,H,W,C]";
+        } else if constexpr (problem == 2) {
+          m << "filter ";
+          append_type<W>(m) << " has rank " << static_cast<std::uint64_t>(ws::rank)
+                            << " but must have rank 4 (HWIO: height, width, input channels, output channels); fix: "
+                               "reshape it to [KH,KW,C,O]";
+        } else if constexpr (problem == 3) {
+          m << "input ";
+          append_type<X>(m) << " has " << static_cast<std::uint64_t>(xs::dims[3]) << " channels but filter ";
+          append_type<W>(m) << " expects " << static_cast<std::uint64_t>(ws::dims[2])
+                            << "; fix: the filter is HWIO [KH,KW,C,O] with C the last axis of the NHWC input";
+        } else if constexpr (problem == 4) {
+          m << "strides and dilations must be at least 1 (input ";
+          append_type<X>(m) << ", filter ";
+          append_type<W>(m) << "); fix: use stride<1,1> and dilation<1,1> for a dense unit-step convolution";
+        } else {
+          m << "filter ";
+          append_type<W>(m) << " spans a " << static_cast<std::uint64_t>((ws::dims[0] - 1) * Dilation::values[0] + 1) << "x"
+                            << static_cast<std::uint64_t>((ws::dims[1] - 1) * Dilation::values[1] + 1)
+                            << " window, larger than input ";
+          append_type<X>(m) << " (" << static_cast<std::uint64_t>(xs::dims[1]) << "x" << static_cast<std::uint64_t>(xs::dims[2])
+                            << ") with " << Padding::name
+                            << " padding; fix: use padding::same, a smaller filter or a larger input";
+        }
+        return m;
+      }>()>();
+    }
+    return problem == 0;
+  }
+};
+
+}  // namespace prim
+
+template <StrideRule Strides, PaddingRule Padding, DilationRule Dilation = dilation<1, 1>, Traced X, Traced W>
+constexpr auto conv_general(X x, W w) {
+  using T = typename X::value_type;
+  constexpr fixed_string op = "tessel::conv_general";
+  using check = prim::conv_check<op, X, W, Strides, Padding, Dilation>;
+  using out_shape = shape_from<check::out_dims>;
+  if constexpr (!require_same_dtype<op, X, W>() || !check::report()) {
+    return tracer<T, out_shape>{x.graph, -1};
+  } else if constexpr (!FloatingDType<T>) {
+    raise<"tessel::conv_general: integer and pred operands are not supported; fix: convert_element_type to f32 or bf16", X>();
+    return tracer<T, out_shape>{x.graph, -1};
+  } else {
+    ir::attributes a;
+    for (std::size_t v : Strides::values) a.push(static_cast<std::int64_t>(v));
+    for (std::size_t v : Dilation::values) a.push(static_cast<std::int64_t>(v));
+    for (const auto& s : check::spatial) a.push(static_cast<std::int64_t>(s.lo));
+    for (const auto& s : check::spatial) a.push(static_cast<std::int64_t>(s.hi));
+    return tracer<T, out_shape>{x.graph, prim::build::conv(*x.graph, x.id, w.id, a)};
+  }
+}
+
+}  // namespace tessel

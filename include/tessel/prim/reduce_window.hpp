@@ -1,0 +1,488 @@
+#pragma once
+// Pooling (lax.reduce_window over the spatial axes of NHWC images): x [N, H, W, C] -> y [N, OH, OW, C],
+// each output the max, sum or mean of a KH x KW window moved by strides, with the padding rules of
+// conv_general (padding::same, padding::valid, padding::explicit_pads; OH as there, with the window
+// in place of the filter).
+//
+//   max_pool<window<2, 2>, stride<2, 2>, padding::valid>(x)   // f32[8,28,28,32] -> f32[8,14,14,32]
+//   avg_pool<window<3, 3>, stride<1, 1>, padding::same>(x)    // f32[8,28,28,32] -> f32[8,28,28,32]
+//
+// max_pool: padding never wins (it is -inf, as in flax and XLA). Its VJP sends each cotangent to the
+// window's first maximum (XLA's select_and_scatter with `ge`: a later element is chosen only when the
+// current choice is not >= it); its JVP reads the tangent there.
+// avg_pool<..., CountIncludePad = true>: with padding, divides by the whole window (flax.linen.avg_pool's
+// default, count_include_pad=True; padded zeros count); with false, by the number of input elements in
+// the window (jax.example_libraries.stax.AvgPool, PyTorch's count_include_pad=False).
+// sum_pool: the window sums. f32 and bf16 (computed in f32; the result has the operand's dtype).
+//
+// Whole-buffer (layout) kernels, split over the host pool like conv_general's (same caveats).
+// Primitives (lax's names): reduce_window_max, with select_and_scatter_add (its VJP) and
+// select_and_gather_add (its JVP), which transpose into each other; reduce_window_sum (scaled by the
+// divisor rule, so avg_pool is one node) and its transpose. Derivatives of any order exist.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tessel/backend/thread_pool.hpp"
+#include "tessel/core/bfloat16.hpp"
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
+#include "tessel/prim/conv_general.hpp"
+
+namespace tessel {
+
+// Pooling window extent along (height, width).
+template <std::size_t H, std::size_t W>
+struct window {
+  static constexpr std::array<std::size_t, 2> values{H, W};
+};
+
+template <class T>
+inline constexpr bool is_window_v = false;
+template <std::size_t H, std::size_t W>
+inline constexpr bool is_window_v<window<H, W>> = true;
+template <class W>
+concept WindowRule = is_window_v<W>;
+
+namespace prim {
+
+// attr: [KH, KW, SH, SW, PH_lo, PW_lo, PH_hi, PW_hi, divisor]; divisor (reduce_window_sum only) is one
+// of pool_divisor.
+enum class pool_divisor : std::int64_t { none = 0, window = 1, valid = 2 };
+
+struct pool_geometry {
+  std::size_t n = 0, h = 0, w = 0, c = 0;
+  std::size_t kh = 1, kw = 1, sh = 1, sw = 1;
+  std::size_t oh = 0, ow = 0;
+  std::ptrdiff_t ph = 0, pw = 0;
+  pool_divisor divisor = pool_divisor::none;
+};
+
+constexpr pool_geometry pool_geometry_of(const ir::dims& x, const ir::dims& y, const ir::attributes& a) {
+  pool_geometry g;
+  g.n = x.d[0], g.h = x.d[1], g.w = x.d[2], g.c = x.d[3];
+  g.oh = y.d[1], g.ow = y.d[2];
+  g.kh = static_cast<std::size_t>(a.ints[0]), g.kw = static_cast<std::size_t>(a.ints[1]);
+  g.sh = static_cast<std::size_t>(a.ints[2]), g.sw = static_cast<std::size_t>(a.ints[3]);
+  g.ph = static_cast<std::ptrdiff_t>(a.ints[4]), g.pw = static_cast<std::ptrdiff_t>(a.ints[5]);
+  g.divisor = static_cast<pool_divisor>(a.ints[8]);
+  return g;
+}
+
+constexpr ir::dims pool_output_shape(const ir::dims& x, const ir::attributes& a) {
+  ir::dims out = x;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto k = static_cast<std::size_t>(a.ints[i]), s = static_cast<std::size_t>(a.ints[2 + i]);
+    const auto padded = static_cast<std::size_t>(static_cast<std::int64_t>(x.d[1 + i]) + a.ints[4 + i] + a.ints[6 + i]);
+    out.d[1 + i] = padded >= k ? (padded - k) / s + 1 : 0;
+  }
+  return out;
+}
+
+namespace pool_detail {
+
+// The input rows [a0, a1) and columns [b0, b1) of output pixel (i, j)'s window, as image positions.
+struct window_span {
+  std::size_t a0, a1, b0, b1;
+  std::size_t count() const { return (a1 - a0) * (b1 - b0); }
+};
+inline window_span span_of(const pool_geometry& g, std::size_t i, std::size_t j) {
+  const std::ptrdiff_t top = static_cast<std::ptrdiff_t>(i * g.sh) - g.ph, left = static_cast<std::ptrdiff_t>(j * g.sw) - g.pw;
+  std::size_t ta0, ta1, tb0, tb1;
+  conv_detail::valid_taps(top, 1, g.kh, g.h, ta0, ta1);
+  conv_detail::valid_taps(left, 1, g.kw, g.w, tb0, tb1);
+  const auto at = [](std::ptrdiff_t origin, std::size_t tap) {
+    return static_cast<std::size_t>(origin + static_cast<std::ptrdiff_t>(tap));
+  };
+  if (ta1 == ta0 || tb1 == tb0) return {0, 0, 0, 0};
+  return {at(top, ta0), at(top, ta1), at(left, tb0), at(left, tb1)};
+}
+
+inline float divisor_of(const pool_geometry& g, const window_span& s) {
+  switch (g.divisor) {
+    case pool_divisor::window:
+      return static_cast<float>(g.kh * g.kw);
+    case pool_divisor::valid:
+      return s.count() == 0 ? 1.0f : static_cast<float>(s.count());
+    default:
+      return 1.0f;
+  }
+}
+
+// For every channel of output pixel (n, i, j), the offset in x of the window's selected maximum (XLA's
+// `ge` select: the first maximum in row-major window order); `none` when the window holds no input.
+inline constexpr std::size_t none = static_cast<std::size_t>(-1);
+template <class T>
+void select(const pool_geometry& g, const T* x, std::size_t n, std::size_t i, std::size_t j, float* best, std::size_t* where) {
+  const window_span s = span_of(g, i, j);
+  std::fill_n(where, g.c, none);
+  std::fill_n(best, g.c, -std::numeric_limits<float>::infinity());
+  bool first = true;
+  for (std::size_t a = s.a0; a < s.a1; ++a)
+    for (std::size_t b = s.b0; b < s.b1; ++b) {
+      const std::size_t offset = ((n * g.h + a) * g.w + b) * g.c;
+      const T* p = x + offset;
+      for (std::size_t k = 0; k < g.c; ++k) {
+        const float v = static_cast<float>(p[k]);
+        if (first || !(best[k] >= v)) {
+          best[k] = v;
+          where[k] = offset + k;
+        }
+      }
+      first = false;
+    }
+}
+
+template <class T>
+void put(T* out, std::size_t i, float v) {
+  if constexpr (std::is_same_v<T, float>)
+    out[i] = v;
+  else
+    out[i] = T(v);
+}
+
+// Output-shaped kernels: work split over rows (n, i) of the result.
+template <class Body>
+void for_output_rows(const pool_geometry& g, std::size_t scratch_floats, Body body) {
+  backend::thread_pool& pool = backend::thread_pool::host();
+  const std::size_t rows = g.n * g.oh;
+  const std::size_t grain = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(g.ow * g.c, 1));
+  pool.parallel_for(rows, grain, [&](std::size_t begin, std::size_t end, std::size_t) {
+    std::vector<float> scratch(scratch_floats);
+    std::vector<std::size_t> where(scratch_floats);
+    for (std::size_t r = begin; r < end; ++r) body(r / g.oh, r % g.oh, scratch.data(), where.data());
+  });
+}
+
+// Input-shaped (scatter) kernels: one image per work item, accumulated in f32 (acc holds image n).
+template <class T, class Body>
+void for_images(const pool_geometry& g, T* out, Body body) {
+  backend::thread_pool& pool = backend::thread_pool::host();
+  const std::size_t image = g.h * g.w * g.c;
+  const std::size_t grain = std::max<std::size_t>(1, g.n / (4 * pool.size()));  // a few chunks per thread, one buffer each
+  pool.parallel_for(g.n, grain, [&](std::size_t begin, std::size_t end, std::size_t) {
+    std::vector<float> acc(image), best(g.c);
+    std::vector<std::size_t> where(g.c);
+    for (std::size_t n = begin; n < end; ++n) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      body(n, acc.data(), best.data(), where.data());
+      for (std::size_t i = 0; i < image; ++i) put(out, n * image + i, acc[i]);
+    }
+  });
+}
+
+template <class T>
+void max_forward(const pool_geometry& g, const T* x, T* y) {
+  for_output_rows(g, g.c, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
+    for (std::size_t j = 0; j < g.ow; ++j) {
+      select(g, x, n, i, j, best, where);
+      for (std::size_t k = 0; k < g.c; ++k) put(y, ((n * g.oh + i) * g.ow + j) * g.c + k, best[k]);
+    }
+  });
+}
+
+// y[o] = t[selected(x, o)]
+template <class T>
+void gather(const pool_geometry& g, const T* t, const T* x, T* y) {
+  for_output_rows(g, g.c, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
+    for (std::size_t j = 0; j < g.ow; ++j) {
+      select(g, x, n, i, j, best, where);
+      for (std::size_t k = 0; k < g.c; ++k)
+        put(y, ((n * g.oh + i) * g.ow + j) * g.c + k, where[k] == none ? 0.0f : static_cast<float>(t[where[k]]));
+    }
+  });
+}
+
+// dx[selected(x, o)] += ct[o]
+template <class T>
+void scatter(const pool_geometry& g, const T* ct, const T* x, T* dx) {
+  for_images(g, dx, [&](std::size_t n, float* acc, float* best, std::size_t* where) {
+    for (std::size_t i = 0; i < g.oh; ++i)
+      for (std::size_t j = 0; j < g.ow; ++j) {
+        select(g, x, n, i, j, best, where);
+        const T* c = ct + ((n * g.oh + i) * g.ow + j) * g.c;
+        for (std::size_t k = 0; k < g.c; ++k)
+          if (where[k] != none) acc[where[k] - n * g.h * g.w * g.c] += static_cast<float>(c[k]);
+      }
+  });
+}
+
+// y[o] = sum of x over o's window / divisor(o)
+template <class T>
+void sum_forward(const pool_geometry& g, const T* x, T* y) {
+  for_output_rows(g, g.c, [&](std::size_t n, std::size_t i, float* acc, std::size_t*) {
+    for (std::size_t j = 0; j < g.ow; ++j) {
+      const window_span s = span_of(g, i, j);
+      std::fill_n(acc, g.c, 0.0f);
+      for (std::size_t a = s.a0; a < s.a1; ++a)
+        for (std::size_t b = s.b0; b < s.b1; ++b) {
+          const T* p = x + ((n * g.h + a) * g.w + b) * g.c;
+          for (std::size_t k = 0; k < g.c; ++k) acc[k] += static_cast<float>(p[k]);
+        }
+      const float scale = 1.0f / divisor_of(g, s);
+      for (std::size_t k = 0; k < g.c; ++k) put(y, ((n * g.oh + i) * g.ow + j) * g.c + k, acc[k] * scale);
+    }
+  });
+}
+
+// dx[i] = sum over the windows o holding i of ct[o] / divisor(o)
+template <class T>
+void sum_transpose(const pool_geometry& g, const T* ct, T* dx) {
+  for_images(g, dx, [&](std::size_t n, float* acc, float*, std::size_t*) {
+    for (std::size_t i = 0; i < g.oh; ++i)
+      for (std::size_t j = 0; j < g.ow; ++j) {
+        const window_span s = span_of(g, i, j);
+        const float scale = 1.0f / divisor_of(g, s);
+        const T* c = ct + ((n * g.oh + i) * g.ow + j) * g.c;
+        for (std::size_t a = s.a0; a < s.a1; ++a)
+          for (std::size_t b = s.b0; b < s.b1; ++b) {
+            float* d = acc + (a * g.w + b) * g.c;
+            for (std::size_t k = 0; k < g.c; ++k) d[k] += static_cast<float>(c[k]) * scale;
+          }
+      }
+  });
+}
+
+// Calls f with the typed pointers of the node's dtype (f32 or bf16).
+template <class F>
+void typed(ir::dtype_code dtype, F f) {
+  if (dtype == ir::dtype_code::bf16)
+    f(static_cast<const bfloat16*>(nullptr));
+  else
+    f(static_cast<const float*>(nullptr));
+}
+
+}  // namespace pool_detail
+
+// operands: x.
+inline void run_reduce_window_max(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const pool_geometry g = pool_geometry_of(operands[0]->shape, n.shape, n.attr);
+  pool_detail::typed(n.dtype,
+                     [&]<class T>(const T*) { pool_detail::max_forward(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
+}
+// operands: t (x's shape), x; the result has the pooled shape.
+inline void run_select_and_gather_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const pool_geometry g = pool_geometry_of(operands[1]->shape, n.shape, n.attr);
+  pool_detail::typed(n.dtype, [&]<class T>(const T*) {
+    pool_detail::gather(g, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out));
+  });
+}
+// operands: ct (the pooled shape), x; the result has x's shape.
+inline void run_select_and_scatter_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const pool_geometry g = pool_geometry_of(operands[1]->shape, operands[0]->shape, n.attr);
+  pool_detail::typed(n.dtype, [&]<class T>(const T*) {
+    pool_detail::scatter(g, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out));
+  });
+}
+// operands: x.
+inline void run_reduce_window_sum(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+  const pool_geometry g = pool_geometry_of(operands[0]->shape, n.shape, n.attr);
+  pool_detail::typed(n.dtype,
+                     [&]<class T>(const T*) { pool_detail::sum_forward(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
+}
+// operands: ct (the pooled shape); the result has the pooled input's shape.
+inline void run_reduce_window_sum_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in,
+                                            void* out) {
+  const pool_geometry g = pool_geometry_of(n.shape, operands[0]->shape, n.attr);
+  pool_detail::typed(
+      n.dtype, [&]<class T>(const T*) { pool_detail::sum_transpose(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
+}
+
+namespace build {
+
+constexpr int max_pool(ir::graph_builder& g, int x, const ir::attributes& a) {
+  return make(g, reduce_window_max_p, g[x].dtype, pool_output_shape(g[x].shape, a), {x}, a);
+}
+constexpr int select_and_gather_add(ir::graph_builder& g, int t, int x, const ir::attributes& a) {
+  return make(g, select_and_gather_add_p, g[t].dtype, pool_output_shape(g[x].shape, a), {t, x}, a);
+}
+constexpr int select_and_scatter_add(ir::graph_builder& g, int ct, int x, const ir::attributes& a) {
+  return make(g, select_and_scatter_add_p, g[ct].dtype, g[x].shape, {ct, x}, a);
+}
+constexpr int sum_pool(ir::graph_builder& g, int x, const ir::attributes& a) {
+  return make(g, reduce_window_sum_p, g[x].dtype, pool_output_shape(g[x].shape, a), {x}, a);
+}
+constexpr int sum_pool_transpose(ir::graph_builder& g, int ct, const ir::attributes& a, const ir::dims& x_shape) {
+  return make(g, reduce_window_sum_transpose_p, g[ct].dtype, x_shape, {ct}, a);
+}
+
+}  // namespace build
+
+// The selection depends on x only through comparisons, so x gets no derivative from the selecting ops.
+constexpr void reduce_window_max_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  out[0] = build::select_and_scatter_add(g, ct, n.operands[0], n.attr);
+}
+constexpr int reduce_window_max_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  return t[0] < 0 ? -1 : build::select_and_gather_add(g, t[0], n.operands[0], n.attr);
+}
+constexpr void select_and_scatter_add_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  out[0] = build::select_and_gather_add(g, ct, n.operands[1], n.attr);
+}
+constexpr int select_and_scatter_add_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  return t[0] < 0 ? -1 : build::select_and_scatter_add(g, t[0], n.operands[1], n.attr);
+}
+constexpr void select_and_gather_add_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  out[0] = build::select_and_scatter_add(g, ct, n.operands[1], n.attr);
+}
+constexpr int select_and_gather_add_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  return t[0] < 0 ? -1 : build::select_and_gather_add(g, t[0], n.operands[1], n.attr);
+}
+constexpr void reduce_window_sum_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  const ir::node n = g[node];
+  out[0] = build::sum_pool_transpose(g, ct, n.attr, g[n.operands[0]].shape);
+}
+constexpr int reduce_window_sum_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  return t[0] < 0 ? -1 : build::sum_pool(g, t[0], g[node].attr);
+}
+constexpr void reduce_window_sum_transpose_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
+  out[0] = build::sum_pool(g, ct, g[node].attr);
+}
+constexpr int reduce_window_sum_transpose_jvp(ir::graph_builder& g, int node, const std::array<int, ir::max_operands>& t) {
+  const ir::node n = g[node];
+  return t[0] < 0 ? -1 : build::sum_pool_transpose(g, t[0], n.attr, n.shape);
+}
+
+inline constexpr ir::primitive reduce_window_max_p{.name = "reduce_window_max",
+                                                   .kind = ir::prim_kind::layout,
+                                                   .run = &run_reduce_window_max,
+                                                   .vjp = &reduce_window_max_vjp,
+                                                   .jvp = &reduce_window_max_jvp};
+inline constexpr ir::primitive select_and_scatter_add_p{.name = "select_and_scatter_add",
+                                                        .kind = ir::prim_kind::layout,
+                                                        .run = &run_select_and_scatter_add,
+                                                        .vjp = &select_and_scatter_add_vjp,
+                                                        .jvp = &select_and_scatter_add_jvp};
+inline constexpr ir::primitive select_and_gather_add_p{.name = "select_and_gather_add",
+                                                       .kind = ir::prim_kind::layout,
+                                                       .run = &run_select_and_gather_add,
+                                                       .vjp = &select_and_gather_add_vjp,
+                                                       .jvp = &select_and_gather_add_jvp,
+                                                       .flops_per_element = 0};
+inline constexpr ir::primitive reduce_window_sum_p{.name = "reduce_window_sum",
+                                                   .kind = ir::prim_kind::layout,
+                                                   .run = &run_reduce_window_sum,
+                                                   .vjp = &reduce_window_sum_vjp,
+                                                   .jvp = &reduce_window_sum_jvp};
+inline constexpr ir::primitive reduce_window_sum_transpose_p{.name = "reduce_window_sum_transpose",
+                                                             .kind = ir::prim_kind::layout,
+                                                             .run = &run_reduce_window_sum_transpose,
+                                                             .vjp = &reduce_window_sum_transpose_vjp,
+                                                             .jvp = &reduce_window_sum_transpose_jvp};
+
+// ---- the type-level shape rule -----------------------------------------------------------------------
+
+template <fixed_string Op, class X, class Window, class Strides, class Padding>
+struct pool_check {
+  using xs = typename X::shape_type;
+
+  // 0: fine; 1: rank; 2: zero window or stride; 3: the window does not fit
+  static constexpr int problem = [] {
+    if (xs::rank != 4) return 1;
+    for (std::size_t i = 0; i < 2; ++i)
+      if (Window::values[i] == 0 || Strides::values[i] == 0) return 2;
+    for (std::size_t i = 0; i < 2; ++i)
+      if (!Padding::resolve(i, xs::dims[1 + i], Window::values[i], Strides::values[i]).fits) return 3;
+    return 0;
+  }();
+
+  static constexpr std::array<padding::resolved, 2> spatial = [] {
+    std::array<padding::resolved, 2> r{};
+    if constexpr (problem == 0)
+      for (std::size_t i = 0; i < 2; ++i) r[i] = Padding::resolve(i, xs::dims[1 + i], Window::values[i], Strides::values[i]);
+    return r;
+  }();
+
+  static constexpr dims_t<4> out_dims = [] {
+    dims_t<4> d{};
+    if constexpr (problem == 0) d = {xs::dims[0], spatial[0].out, spatial[1].out, xs::dims[3]};
+    return d;
+  }();
+
+  static consteval bool report() {
+    if constexpr (problem != 0) {
+      raise<fit<[] {
+        message_builder m;
+        m << Op << ": ";
+        if constexpr (problem == 1) {
+          m << "input ";
+          append_type<X>(m) << " has rank " << static_cast<std::uint64_t>(xs::rank)
+                            << " but must have rank 4 (NHWC: batch, height, width, channels); fix: reshape it, "
+                               "e.g. a single image to [1,H,W,C]";
+        } else if constexpr (problem == 2) {
+          m << "window and strides must be at least 1 (input ";
+          append_type<X>(m) << "); fix: e.g. window<2,2> with stride<2,2>";
+        } else {
+          m << "window " << static_cast<std::uint64_t>(Window::values[0]) << "x" << static_cast<std::uint64_t>(Window::values[1])
+            << " is larger than input ";
+          append_type<X>(m) << " (" << static_cast<std::uint64_t>(xs::dims[1]) << "x" << static_cast<std::uint64_t>(xs::dims[2])
+                            << ") with " << Padding::name << " padding; fix: use padding::same or a smaller window";
+        }
+        return m;
+      }>()>();
+    }
+    return problem == 0;
+  }
+
+  static constexpr ir::attributes attributes(pool_divisor divisor) {
+    ir::attributes a;
+    for (std::size_t v : Window::values) a.push(static_cast<std::int64_t>(v));
+    for (std::size_t v : Strides::values) a.push(static_cast<std::int64_t>(v));
+    for (const auto& s : spatial) a.push(static_cast<std::int64_t>(s.lo));
+    for (const auto& s : spatial) a.push(static_cast<std::int64_t>(s.hi));
+    a.push(static_cast<std::int64_t>(divisor));
+    return a;
+  }
+};
+
+template <fixed_string Op, class Window, class Strides, class Padding, Traced X>
+constexpr auto pool(X x, const ir::primitive& p, pool_divisor divisor) {
+  using T = typename X::value_type;
+  using check = pool_check<Op, X, Window, Strides, Padding>;
+  using out_shape = shape_from<check::out_dims>;
+  if constexpr (!check::report()) {
+    return tracer<T, out_shape>{x.graph, -1};
+  } else if constexpr (!FloatingDType<T>) {
+    raise<fit<[] {
+      return message_builder{} << Op << ": integer and pred operands are not supported; fix: convert_element_type to f32 or bf16";
+    }>()>();
+    return tracer<T, out_shape>{x.graph, -1};
+  } else {
+    return ir::emit<T, out_shape>(x.graph, p, {x.id}, check::attributes(divisor));
+  }
+}
+
+}  // namespace prim
+
+// The maximum of each window (padding never wins).
+template <WindowRule Window, StrideRule Strides, PaddingRule Padding, Traced X>
+constexpr auto max_pool(X x) {
+  return prim::pool<"tessel::max_pool", Window, Strides, Padding>(x, prim::reduce_window_max_p, prim::pool_divisor::none);
+}
+
+// The mean of each window: over the whole window when CountIncludePad (flax's default), else over its
+// input elements.
+template <WindowRule Window, StrideRule Strides, PaddingRule Padding, bool CountIncludePad = true, Traced X>
+constexpr auto avg_pool(X x) {
+  return prim::pool<"tessel::avg_pool", Window, Strides, Padding>(
+      x, prim::reduce_window_sum_p, CountIncludePad ? prim::pool_divisor::window : prim::pool_divisor::valid);
+}
+
+// The sum of each window.
+template <WindowRule Window, StrideRule Strides, PaddingRule Padding, Traced X>
+constexpr auto sum_pool(X x) {
+  return prim::pool<"tessel::sum_pool", Window, Strides, Padding>(x, prim::reduce_window_sum_p, prim::pool_divisor::none);
+}
+
+}  // namespace tessel
