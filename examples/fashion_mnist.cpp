@@ -1,7 +1,7 @@
 // Trains a classifier on Fashion-MNIST (Debian's dataset-fashion-mnist) with tessel: the whole train
 // step (forward, loss, gradients, Adam update) is one jitted function, planned at compile time.
 //
-//   fashion_mnist [--model mlp] [--epochs 10] [--batch-size 128] [--learning-rate 0.001]
+//   fashion_mnist [--model mlp|cnn] [--epochs 10] [--batch-size 128] [--learning-rate 0.001]
 //                 [--precision f32|bf16] [--seed 0] [--data-dir DIR]
 #include <tessel/nn.hpp>
 #include <tessel/tessel.hpp>
@@ -37,7 +37,8 @@ struct options {
 void usage(std::FILE* to) {
   std::fprintf(to,
                "usage: fashion_mnist [options]\n"
-               "  --model mlp            the network: mlp (784-512-256-10, relu)\n"
+               "  --model M              mlp (784-512-256-10, relu) or cnn (conv 3x3x32, maxpool 2, conv 3x3x64,\n"
+               "                         maxpool 2, dense 128, dense 10: the classic small CNN)\n"
                "  --epochs N             passes over the 60000 training images (default 10)\n"
                "  --batch-size N         32, 64, 128 (default) or 256: each size is its own compiled step\n"
                "  --learning-rate X      Adam's peak learning rate, decayed to 0 by a cosine (default 0.001)\n"
@@ -81,7 +82,7 @@ std::optional<options> parse(int argc, char** argv) {
       return std::nullopt;
     }
   }
-  if (o.model != "mlp" || (o.precision != "f32" && o.precision != "bf16") || o.epochs < 1 || o.steps < 0 ||
+  if ((o.model != "mlp" && o.model != "cnn") || (o.precision != "f32" && o.precision != "bf16") || o.epochs < 1 || o.steps < 0 ||
       (o.batch_size != 32 && o.batch_size != 64 && o.batch_size != 128 && o.batch_size != 256)) {
     std::fprintf(stderr, "fashion_mnist: unsupported --model, --precision, --epochs or --batch-size (see --help)\n");
     return std::nullopt;
@@ -117,11 +118,54 @@ struct mlp_forward {
   }
 };
 
+template <template <class, class> class T = tensor>
+struct cnn {
+  BOOST_HANA_DEFINE_STRUCT(cnn, (T<float, shape<3, 3, 1, 32>>, k1), (T<float, shape<32>>, c1),
+                           (T<float, shape<3, 3, 32, 64>>, k2), (T<float, shape<64>>, c2),
+                           (T<float, shape<7 * 7 * 64, 128>>, w3), (T<float, shape<128>>, b3),
+                           (T<float, shape<128, classes>>, w4), (T<float, shape<classes>>, b4));
+};
+
+cnn<> init_cnn(tessel::random::key k) {
+  const auto keys = tessel::random::split<4>(k);
+  cnn<> p;
+  p.k1 = tessel::nn::he_uniform<shape<3, 3, 1, 32>>(keys[0]);
+  p.k2 = tessel::nn::he_uniform<shape<3, 3, 32, 64>>(keys[1]);
+  p.w3 = tessel::nn::glorot_uniform<shape<7 * 7 * 64, 128>>(keys[2]);
+  p.w4 = tessel::nn::glorot_uniform<shape<128, classes>>(keys[3]);
+  return p;
+}
+
+template <class C>
+struct cnn_forward {
+  template <class P, class X>
+  constexpr auto operator()(P p, X x) const {
+    using tessel::stride, tessel::window;
+    namespace padding = tessel::padding;
+    auto as_c = [](auto t) { return tessel::convert_element_type<C>(t); };
+    constexpr std::size_t batch = X::shape_type::dims[0];
+    auto image = tessel::reshape<shape<batch, 28, 28, 1>>(as_c(x));
+    auto h1 = tessel::relu(tessel::conv_general<stride<1, 1>, padding::same>(image, as_c(p.k1)) + as_c(p.c1));
+    auto p1 = tessel::max_pool<window<2, 2>, stride<2, 2>, padding::valid>(h1);
+    auto h2 = tessel::relu(tessel::conv_general<stride<1, 1>, padding::same>(p1, as_c(p.k2)) + as_c(p.c2));
+    auto p2 = tessel::max_pool<window<2, 2>, stride<2, 2>, padding::valid>(h2);
+    auto h3 = tessel::relu(tessel::nn::dense(tessel::nn::flatten(p2), as_c(p.w3), as_c(p.b3)));
+    return tessel::convert_element_type<float>(tessel::nn::dense(h3, as_c(p.w4), as_c(p.b4)));
+  }
+};
+
+// The model's forward pass for its parameter struct.
+template <class C, class P, class X>
+constexpr auto forward(P p, X x) {
+  if constexpr (std::is_same_v<tessel::tree::rebind_t<P, tensor>, mlp<>>) return mlp_forward<C>{}(p, x);
+  else return cnn_forward<C>{}(p, x);
+}
+
 template <class C>
 struct loss_fn {
   template <class P, class X, class Y>
   constexpr auto operator()(P p, X x, Y y) const {
-    auto logits = mlp_forward<C>{}(p, x);
+    auto logits = forward<C>(p, x);
     return std::make_tuple(tessel::mean(tessel::nn::softmax_cross_entropy_with_integer_labels(logits, y)),
                            tessel::nn::accuracy(logits, y));
   }
@@ -156,7 +200,7 @@ template <class C>
 struct evaluate {
   template <class P, class X, class Y>
   constexpr auto operator()(P p, X x, Y y) const {
-    return tessel::sum(tessel::convert_element_type<float>(tessel::argmax<-1>(mlp_forward<C>{}(p, x)) == y));
+    return tessel::sum(tessel::convert_element_type<float>(tessel::argmax<-1>(forward<C>(p, x)) == y));
   }
 };
 
@@ -196,7 +240,7 @@ dataset load(const options& o) {
   return d;
 }
 
-template <std::size_t B, class C>
+template <class Model, std::size_t B, class C>
 int run(const options& o, const dataset& d) {
   using clock = std::chrono::steady_clock;
   constexpr std::size_t train_size = tessel::data::fashion_mnist_train_size;
@@ -204,8 +248,10 @@ int run(const options& o, const dataset& d) {
   const std::size_t steps = o.steps > 0 ? std::min<std::size_t>(full_steps, static_cast<std::size_t>(o.steps)) : full_steps;
   const auto root = tessel::random::key_from_seed(o.seed);
   const auto [init_key, shuffle_key] = tessel::random::split(root);
-  mlp<> params = init_mlp(init_key);
-  mlp<> mu, nu;
+  Model params;
+  if constexpr (std::is_same_v<Model, mlp<>>) params = init_mlp(init_key);
+  else params = init_cnn(init_key);
+  Model mu, nu;
   tensor<float, shape<>> count{0};
   tensor<float, shape<>> lr{o.learning_rate};
   const auto step = tessel::jit(train_step<C>{});
@@ -217,7 +263,7 @@ int run(const options& o, const dataset& d) {
   std::vector<std::int32_t> identity(tessel::data::fashion_mnist_test_size);
   for (std::size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<std::int32_t>(i);
 
-  using step_plan = typename decltype(step)::template traced_for<mlp<>, mlp<>, mlp<>, tensor<float, shape<>>,
+  using step_plan = typename decltype(step)::template traced_for<Model, Model, Model, tensor<float, shape<>>,
                                                                  tensor<float, shape<B, pixels>>, tensor<std::int32_t, shape<B>>,
                                                                  tensor<float, shape<>>>;
   double accuracy = 0, total_seconds = 0;
@@ -255,9 +301,14 @@ int run(const options& o, const dataset& d) {
   return 0;
 }
 
+template <std::size_t B, class C>
+int run_model(const options& o, const dataset& d) {
+  return o.model == "cnn" ? run<cnn<>, B, C>(o, d) : run<mlp<>, B, C>(o, d);
+}
+
 template <std::size_t B>
 int run_precision(const options& o, const dataset& d) {
-  return o.precision == "bf16" ? run<B, tessel::bfloat16>(o, d) : run<B, float>(o, d);
+  return o.precision == "bf16" ? run_model<B, tessel::bfloat16>(o, d) : run_model<B, float>(o, d);
 }
 
 }  // namespace
