@@ -277,8 +277,13 @@ class executor {
     const ir::node& operand = nd(source);
     const int m = slot_of(kr, source);
     if (m >= 0) {  // a row kernel's per-row scalar spread over the row
-      const std::size_t bytes = tile_bytes(b.dtype);
-      for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<unsigned char*>(out) + i * bytes, tile_of[m], bytes);
+      if (tile_bytes(b.dtype) == 1) {
+        std::memset(out, *static_cast<const unsigned char*>(tile_of[m]), n);
+      } else {
+        std::uint32_t v;
+        std::memcpy(&v, tile_of[m], 4);
+        std::fill_n(static_cast<std::uint32_t*>(out), n, v);
+      }
     } else if (const ir::node* lit = literal_behind(source)) {
       splat(*lit, b.dtype, n, out);
     } else {
