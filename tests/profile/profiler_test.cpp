@@ -20,6 +20,7 @@
 #include "tessel/io/json.hpp"
 #include "tessel/profile/profiler.hpp"
 #include "tessel/profile/trace.hpp"
+#include "chrome_trace_schema.hpp"
 
 namespace {
 
@@ -40,50 +41,11 @@ class Profiler : public ::testing::Test {
   }
 };
 
-// Checks one event against the Trace Event Format (the JSON Object Format): every event has a string
-// name, a phase from the format's set, integer pid and tid; X has numeric ts and dur >= 0; i has ts and
-// a scope among g/p/t; C has ts and an object of numeric args; M is a known metadata name with its arg.
+// Checks one event against the Trace Event Format (chrome_trace_schema.hpp).
 ::testing::AssertionResult valid_event(const json::value& e) {
-  const auto fail = [&](const std::string& why) { return ::testing::AssertionFailure() << why << " (event at byte " << e.offset << ")"; };
-  if (e.type != json::kind::object) return fail("an event is not an object");
-  const json::value* name = e.find("name");
-  const json::value* ph = e.find("ph");
-  if (!name || name->type != json::kind::string) return fail("no string name");
-  if (!ph || ph->type != json::kind::string) return fail("no string ph");
-  static const std::set<std::string> phases = {"B", "E", "X", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M"};
-  if (!phases.contains(ph->text)) return fail("ph '" + ph->text + "' is not a phase");
-  for (const char* key : {"pid", "tid"}) {
-    const json::value* v = e.find(key);
-    if (!v || !v->integer) return fail(std::string(key) + " is not a non-negative integer");
-  }
-  const auto number = [&](const char* key) { const json::value* v = e.find(key); return v && v->type == json::kind::number; };
-  const json::value* args = e.find("args");
-  if (args && args->type != json::kind::object) return fail("args is not an object");
-  if (ph->text == "X") {
-    if (!number("ts") || !number("dur")) return fail("X without numeric ts and dur");
-    if (e.find("dur")->text.starts_with("-")) return fail("negative dur");
-  } else if (ph->text == "i") {
-    if (!number("ts")) return fail("i without numeric ts");
-    const json::value* s = e.find("s");
-    if (s && (s->type != json::kind::string || (s->text != "g" && s->text != "p" && s->text != "t"))) return fail("bad i scope");
-  } else if (ph->text == "C") {
-    if (!number("ts")) return fail("C without numeric ts");
-    if (!args || args->members.empty()) return fail("C without args");
-    for (const json::member& m : args->members)
-      if (m.val.type != json::kind::number) return fail("C arg " + m.key + " is not a number");
-  } else if (ph->text == "M") {
-    if (!args) return fail("M without args");
-    if (name->text == "process_name" || name->text == "thread_name") {
-      const json::value* n = args->find("name");
-      if (!n || n->type != json::kind::string) return fail("M " + name->text + " without a string args.name");
-    } else if (name->text == "process_sort_index" || name->text == "thread_sort_index") {
-      const json::value* n = args->find("sort_index");
-      if (!n || n->type != json::kind::number) return fail("M " + name->text + " without a numeric args.sort_index");
-    } else {
-      return fail("unknown metadata event " + name->text);
-    }
-  }
-  return ::testing::AssertionSuccess();
+  const std::string problem = chrome_trace::event_problem(e);
+  if (problem.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << problem;
 }
 
 // Parses a trace and checks its shape; returns the events.

@@ -1,0 +1,348 @@
+#pragma once
+// The Fashion-MNIST example's shared parts: the models, the jitted train and evaluation steps and the
+// training loop (run), which fashion_mnist_steps.cpp instantiates for one model and precision per
+// translation unit (four of them, so that each stays within the compile-time budget of TARGETS.md),
+// and the run-time bookkeeping (run_log), compiled once in fashion_mnist.cpp.
+#include <tessel/io/checkpoint.hpp>
+#include <tessel/nn.hpp>
+#include <tessel/tessel.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fashion_mnist {
+using tessel::shape;
+using tessel::tensor;
+
+constexpr std::size_t pixels = 28 * 28;
+constexpr std::size_t classes = 10;
+constexpr std::size_t eval_batch = 1000;  // divides the 10000 test images
+
+struct options {
+  std::string model = "mlp";
+  int epochs = 10;
+  int batch_size = 128;
+  float learning_rate = 1e-3f;
+  std::string precision = "f32";
+  std::uint32_t seed = 0;
+  std::string data_dir;
+  int steps = 0;  // 0: every full batch of the epoch
+  std::string checkpoint_dir;
+  bool resume = false;
+  int save_every = 0;  // 0: at the end of each epoch only
+  int keep = 3;
+  std::string trace;
+  std::string curve;  // prefix of <prefix>.csv and <prefix>.svg
+};
+
+struct dataset {
+  std::vector<float> train_x, test_x;
+  std::vector<std::int32_t> train_y, test_y;
+};
+
+template <template <class, class> class T = tensor>
+struct mlp {
+  BOOST_HANA_DEFINE_STRUCT(mlp, (T<float, shape<pixels, 512>>, w1), (T<float, shape<512>>, b1),
+                           (T<float, shape<512, 256>>, w2), (T<float, shape<256>>, b2),
+                           (T<float, shape<256, classes>>, w3), (T<float, shape<classes>>, b3));
+};
+
+inline mlp<> init_mlp(tessel::random::key k) {
+  const auto keys = tessel::random::split<3>(k);
+  mlp<> p;
+  p.w1 = tessel::nn::glorot_uniform<shape<pixels, 512>>(keys[0]);
+  p.w2 = tessel::nn::glorot_uniform<shape<512, 256>>(keys[1]);
+  p.w3 = tessel::nn::glorot_uniform<shape<256, classes>>(keys[2]);
+  return p;  // biases start at zero
+}
+
+// The forward pass in the compute dtype C (f32 or bf16); logits come back in f32.
+template <class C>
+struct mlp_forward {
+  template <class P, class X>
+  constexpr auto operator()(P p, X x) const {
+    auto as_c = [](auto t) { return tessel::convert_element_type<C>(t); };
+    auto h1 = tessel::relu(tessel::nn::dense(as_c(x), as_c(p.w1), as_c(p.b1)));
+    auto h2 = tessel::relu(tessel::nn::dense(h1, as_c(p.w2), as_c(p.b2)));
+    return tessel::convert_element_type<float>(tessel::nn::dense(h2, as_c(p.w3), as_c(p.b3)));
+  }
+};
+
+template <template <class, class> class T = tensor>
+struct cnn {
+  BOOST_HANA_DEFINE_STRUCT(cnn, (T<float, shape<3, 3, 1, 32>>, k1), (T<float, shape<32>>, c1),
+                           (T<float, shape<3, 3, 32, 64>>, k2), (T<float, shape<64>>, c2),
+                           (T<float, shape<7 * 7 * 64, 128>>, w3), (T<float, shape<128>>, b3),
+                           (T<float, shape<128, classes>>, w4), (T<float, shape<classes>>, b4));
+};
+
+inline cnn<> init_cnn(tessel::random::key k) {
+  const auto keys = tessel::random::split<4>(k);
+  cnn<> p;
+  p.k1 = tessel::nn::he_uniform<shape<3, 3, 1, 32>>(keys[0]);
+  p.k2 = tessel::nn::he_uniform<shape<3, 3, 32, 64>>(keys[1]);
+  p.w3 = tessel::nn::glorot_uniform<shape<7 * 7 * 64, 128>>(keys[2]);
+  p.w4 = tessel::nn::glorot_uniform<shape<128, classes>>(keys[3]);
+  return p;
+}
+
+template <class C>
+struct cnn_forward {
+  template <class P, class X>
+  constexpr auto operator()(P p, X x) const {
+    using tessel::stride, tessel::window;
+    namespace padding = tessel::padding;
+    auto as_c = [](auto t) { return tessel::convert_element_type<C>(t); };
+    constexpr std::size_t batch = X::shape_type::dims[0];
+    auto image = tessel::reshape<shape<batch, 28, 28, 1>>(as_c(x));
+    auto h1 = tessel::relu(tessel::conv_general<stride<1, 1>, padding::same>(image, as_c(p.k1)) + as_c(p.c1));
+    auto p1 = tessel::max_pool<window<2, 2>, stride<2, 2>, padding::valid>(h1);
+    auto h2 = tessel::relu(tessel::conv_general<stride<1, 1>, padding::same>(p1, as_c(p.k2)) + as_c(p.c2));
+    auto p2 = tessel::max_pool<window<2, 2>, stride<2, 2>, padding::valid>(h2);
+    auto h3 = tessel::relu(tessel::nn::dense(tessel::nn::flatten(p2), as_c(p.w3), as_c(p.b3)));
+    return tessel::convert_element_type<float>(tessel::nn::dense(h3, as_c(p.w4), as_c(p.b4)));
+  }
+};
+
+// The model's forward pass for its parameter struct.
+template <class C, class P, class X>
+constexpr auto forward(P p, X x) {
+  if constexpr (std::is_same_v<tessel::tree::rebind_t<P, tensor>, mlp<>>) return mlp_forward<C>{}(p, x);
+  else return cnn_forward<C>{}(p, x);
+}
+
+template <class C>
+struct loss_fn {
+  template <class P, class X, class Y>
+  constexpr auto operator()(P p, X x, Y y) const {
+    auto logits = forward<C>(p, x);
+    return std::make_tuple(tessel::mean(tessel::nn::softmax_cross_entropy_with_integer_labels(logits, y)),
+                           tessel::nn::accuracy(logits, y));
+  }
+};
+
+// One jitted train step: forward, loss, gradients and tessel::optim::adam (optax.adam). The learning rate
+// is a run-time input (the cosine schedule's value for this step, computed on the host by
+// optim::cosine_decay_schedule): adam<1.0> gives -direction, scaled here by lr, which is bit for bit
+// optax.adam(cosine_decay_schedule(...)) (the negation is exact, so lr * -d == -lr * d).
+using optimizer = tessel::optim::adam<1.0>;
+
+template <class C>
+struct train_step {
+  template <class P, class S, class X, class Y, class L>
+  constexpr auto operator()(P params, S state, X x, Y y, L lr) const {
+    auto [value_aux, grads] = tessel::value_and_grad(loss_fn<C>{}, tessel::has_aux)(params, x, y);
+    auto [loss, acc] = value_aux;
+    auto [direction, next] = optimizer{}.update(grads, state);
+    auto updates = tessel::tree_map(
+        [&](auto u) { return tessel::broadcast_to<typename decltype(u)::shape_type>(lr) * u; }, direction);
+    return std::make_tuple(tessel::optim::apply_updates(params, updates), next, loss, acc);
+  }
+};
+
+template <class C>
+struct evaluate {
+  template <class P, class X, class Y>
+  constexpr auto operator()(P p, X x, Y y) const {
+    return tessel::sum(tessel::convert_element_type<float>(tessel::argmax<-1>(forward<C>(p, x)) == y));
+  }
+};
+
+// Copies examples order[first..first+B) into a batch (pixels scaled to [0, 1]).
+template <std::size_t B>
+void gather(const std::vector<float>& images, const std::vector<std::int32_t>& labels, const std::int32_t* order,
+            tensor<float, shape<B, pixels>>& x, tensor<std::int32_t, shape<B>>& y) {
+  for (std::size_t i = 0; i < B; ++i) {
+    const auto e = static_cast<std::size_t>(order[i]);
+    std::copy_n(images.begin() + static_cast<std::ptrdiff_t>(e * pixels), pixels, x.data() + i * pixels);
+    y[i] = labels[e];
+  }
+}
+
+// The mean training loss and accuracy over the steps since the previous point; test accuracy at the end
+// of an epoch (NaN elsewhere).
+struct curve_point {
+  std::uint64_t step = 0;
+  double epoch = 0, loss = 0, accuracy = 0, test_accuracy = NAN;
+};
+
+// ---- progress ------------------------------------------------------------------------------------
+
+// A live bar on a terminal (redrawn at most 10 times a second); nothing between epoch lines otherwise.
+class progress {
+ public:
+  progress() : tty_(::isatty(::fileno(stdout)) != 0) {}
+  void update(int epoch, int epochs, std::size_t done, std::size_t steps, double loss, double acc, double samples_per_s) {
+    if (!tty_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done != steps && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    constexpr int width = 30;
+    const int filled = static_cast<int>(width * done / std::max<std::size_t>(steps, 1));
+    const double eta = samples_per_s > 0 ? static_cast<double>(steps - done) * batch_ / samples_per_s : 0;
+    std::printf("\r\033[Kepoch %d/%d [%s%s] %zu/%zu  loss %.4f  acc %.4f  %.0f samples/s  eta %.0f s", epoch, epochs,
+                std::string(static_cast<std::size_t>(filled), '#').c_str(), std::string(static_cast<std::size_t>(width - filled), '.').c_str(),
+                done, steps, loss, acc, samples_per_s, eta);
+    std::fflush(stdout);
+  }
+  void line(const std::string& text) {
+    std::printf(tty_ ? "\r\033[K%s\n" : "%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+  void set_batch(double b) { batch_ = b; }
+
+ private:
+  bool tty_;
+  double batch_ = 1;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// Everything of a run but its tensors: sums, curve, progress, checkpoint metadata, trace and summary.
+// Not a template: compiled once, in fashion_mnist.cpp, rather than for every model, batch size and precision.
+class run_log {
+ public:
+  using clock = std::chrono::steady_clock;
+  static constexpr std::uint64_t curve_every = 50;  // steps per point of the curve
+
+  run_log(const options& o, std::size_t batch, std::size_t steps, std::size_t peak_bytes);
+
+  std::uint64_t total_steps() const { return total_; }
+  std::uint64_t first_step() const { return first_; }
+
+  // With --resume: the newest intact checkpoint, checked against the flags, its sums, curve and random
+  // key taken; the caller loads the trees from it. nullopt: start from step 0.
+  std::optional<tessel::io::loaded_checkpoint> resume(tessel::random::key& shuffle_key);
+
+  void start();
+
+  void after_step(std::uint64_t g, double loss, double acc, double seconds);
+
+  bool epoch_end(std::uint64_t g) const { return (g + 1) % steps_ == 0; }
+  bool save_due(std::uint64_t g) const;
+
+  void end_epoch(std::uint64_t g, double test_accuracy);
+
+  // Adds the run's metadata to a snapshot holding the trees and hands it to the saver thread.
+  void save(tessel::io::snapshot snap, tessel::random::key shuffle_key);
+
+  bool evaluated() const { return !std::isnan(accuracy_); }
+  void set_accuracy(double a) { accuracy_ = a; }
+
+  // Waits for the saves, writes the trace, prints the JSON summary.
+  void finish();
+
+ private:
+  static std::string describe(const std::string& model, const std::string& precision, const std::string& batch,
+                              const std::string& steps);
+  static std::string exact(double v);
+  static double number(const tessel::io::loaded_checkpoint& c, const char* key) { return std::strtod(c.get(key).c_str(), nullptr); }
+
+  double epoch_samples_per_second(std::uint64_t g) const;
+
+  void write_curve() const;
+
+  const options& o_;
+  std::size_t batch_, steps_;
+  std::uint64_t total_;
+  std::size_t peak_bytes_;
+  double epoch_loss_ = 0, epoch_acc_ = 0, window_loss_ = 0, window_acc_ = 0, accuracy_ = NAN, train_seconds_ = 0, epoch_rate_ = 0;
+  std::uint64_t window_steps_ = 0, first_ = 0, epoch_first_ = 0, trained_ = 0;
+  std::vector<curve_point> curve_;
+  progress bar_;
+  std::optional<tessel::io::checkpoint_manager> ckpt_;
+  clock::time_point epoch_start_;
+};
+
+template <class Model, std::size_t B, class C>
+int run(const options& o, const dataset& d) {
+  using clock = std::chrono::steady_clock;
+  using state_t = tessel::optim::adam_state<Model>;
+  namespace profile = tessel::profile;
+  constexpr std::size_t train_size = tessel::data::fashion_mnist_train_size;
+  constexpr std::size_t full_steps = train_size / B;  // the remainder is dropped: one static batch shape
+  const std::size_t steps = o.steps > 0 ? std::min<std::size_t>(full_steps, static_cast<std::size_t>(o.steps)) : full_steps;
+  const auto root = tessel::random::key_from_seed(o.seed);
+  auto [init_key, shuffle_key] = tessel::random::split(root);
+  Model params;
+  if constexpr (std::is_same_v<Model, mlp<>>) params = init_mlp(init_key);
+  else params = init_cnn(init_key);
+  state_t opt_state = optimizer{}.init(params);
+  const auto step = tessel::jit(train_step<C>{});
+  const auto eval = tessel::jit(evaluate<C>{});
+  using step_plan = typename decltype(step)::template traced_for<Model, state_t, tensor<float, shape<B, pixels>>,
+                                                                 tensor<std::int32_t, shape<B>>, tensor<float, shape<>>>;
+  run_log log(o, B, steps, step_plan::plan.arena_bytes);
+  // optax.cosine_decay_schedule over the whole run, evaluated at the optimizer's count before each update.
+  const tessel::optim::cosine_decay_schedule schedule{.init_value = o.learning_rate,
+                                                      .decay_steps = static_cast<std::int32_t>(log.total_steps())};
+  if (const auto last = log.resume(shuffle_key))
+    last->load(tessel::io::slot("params", params), tessel::io::slot("opt_state", opt_state));
+
+  tensor<float, shape<B, pixels>> x;
+  tensor<std::int32_t, shape<B>> y;
+  tensor<float, shape<>> lr;
+  auto test_accuracy = [&] {
+    profile::scope scope("evaluate");
+    tensor<float, shape<eval_batch, pixels>> ex;
+    tensor<std::int32_t, shape<eval_batch>> ey;
+    std::vector<std::int32_t> identity(eval_batch);
+    double correct = 0;
+    for (std::size_t b = 0; b < tessel::data::fashion_mnist_test_size / eval_batch; ++b) {
+      for (std::size_t i = 0; i < eval_batch; ++i) identity[i] = static_cast<std::int32_t>(b * eval_batch + i);
+      gather<eval_batch>(d.test_x, d.test_y, identity.data(), ex, ey);
+      correct += eval(params, ex, ey)[0];
+    }
+    return correct / static_cast<double>(tessel::data::fashion_mnist_test_size);
+  };
+
+  log.start();
+  std::optional<tensor<std::int32_t, shape<train_size>>> order;
+  for (std::uint64_t g = log.first_step(); g < log.total_steps(); ++g) {
+    if (!order || g % steps == 0) {
+      profile::scope scope("shuffle");
+      order = tessel::random::permutation<train_size>(tessel::random::fold_in(shuffle_key, static_cast<std::uint32_t>(g / steps)));
+    }
+    const auto t0 = clock::now();
+    float loss_value, acc_value;
+    {
+      profile::step ps(g, B);
+      {
+        profile::scope scope("gather");
+        gather<B>(d.train_x, d.train_y, order->data() + (g % steps) * B, x, y);
+      }
+      lr[0] = schedule(std::get<0>(opt_state));
+      profile::scope scope("train_step");
+      // Parameters and optimizer state are donated: the step writes the new ones into their buffers.
+      auto [p, st, loss, acc] = step(tessel::donate(params), tessel::donate(opt_state), x, y, lr);
+      params = std::move(p), opt_state = std::move(st);
+      loss_value = loss[0], acc_value = acc[0];
+    }
+    log.after_step(g, loss_value, acc_value, std::chrono::duration<double>(clock::now() - t0).count());
+    if (log.epoch_end(g)) log.end_epoch(g, test_accuracy());
+    if (log.save_due(g)) {
+      profile::scope scope("checkpoint.snapshot");
+      tessel::io::snapshot snap(g + 1);
+      snap.add("params", params).add("opt_state", opt_state);
+      log.save(std::move(snap), shuffle_key);
+    }
+  }
+  if (!log.evaluated()) log.set_accuracy(test_accuracy());  // resumed after the last step
+  log.finish();
+  return 0;
+}
+
+// run<Model, B, C> for the batch size of the options; instantiated in fashion_mnist_steps.cpp.
+template <class Model, class C>
+int run_batch(const options& o, const dataset& d);
+
+}  // namespace fashion_mnist

@@ -1,0 +1,23 @@
+// The training loop of the Fashion-MNIST example for one model and precision, chosen by the build
+// (TESSEL_FM_CNN, TESSEL_FM_BF16: examples/CMakeLists.txt compiles this file four times), for every
+// batch size. Each translation unit holds four train steps and four evaluation steps.
+#include "fashion_mnist.hpp"
+
+#include <type_traits>
+
+namespace fashion_mnist {
+
+template <class Model, class C>
+int run_batch(const options& o, const dataset& d) {
+  switch (o.batch_size) {
+    case 32: return run<Model, 32, C>(o, d);
+    case 64: return run<Model, 64, C>(o, d);
+    case 256: return run<Model, 256, C>(o, d);
+    default: return run<Model, 128, C>(o, d);
+  }
+}
+
+template int run_batch<std::conditional_t<TESSEL_FM_CNN, cnn<>, mlp<>>, std::conditional_t<TESSEL_FM_BF16, tessel::bfloat16, float>>(
+    const options&, const dataset&);
+
+}  // namespace fashion_mnist
