@@ -7,6 +7,11 @@
 //   relu_affine_row  the same with b a broadcast row: x f32[4096,4096], b f32[4096]; vs a STREAM scale pass.
 //   softmax_rows     row softmax of f32[4096,1024] vs one read + one write of the matrix (a scale pass),
 //                    vs Eigen's row softmax.
+//   transcendental/<f> y = f(x) over x f32[2^20] for exp, log, log1p, expm1, tanh, logistic, sin, cos,
+//                    sqrt, rsqrt, erf and gelu (tanh form): the three paths of the unary primitives
+//                    (backend/hwy_math.hpp) in the same run, through jit (forced with force_math_path)
+//                    and as the bare kernel on one thread (map_unary_f32 over the same array). Counters:
+//                    hwy_vs_xsimd, hwy_vs_scalar (> 1: Highway faster) and kernel_* for the bare kernels.
 // Minimal traffic counts each input once and the output once. Every reference kernel runs on tessel's
 // host pool (2 threads here), cut into two contiguous halves; Eigen does too (Eigen's array expressions
 // are single-threaded, so each thread evaluates its half).
@@ -54,10 +59,12 @@ double max_difference(const A& a, const B& b, std::size_t n) {
 // c[i] = a*x[i] + b[i] (STREAM triad), plain stores.
 void triad(float a, const float* x, const float* b, float* c, std::size_t n) {
   tessel_bench::split(threads, n, [&](std::size_t first, std::size_t last) {
-    const __m512 va = _mm512_set1_ps(a);
     std::size_t i = first;
+#ifdef __AVX512F__  // a build without AVX-512 (-DTESSEL_NATIVE=OFF) runs the plain loop
+    const __m512 va = _mm512_set1_ps(a);
     for (; i + 16 <= last; i += 16)
       _mm512_storeu_ps(c + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(b + i)));
+#endif
     for (; i < last; ++i) c[i] = a * x[i] + b[i];
   });
 }
@@ -65,9 +72,11 @@ void triad(float a, const float* x, const float* b, float* c, std::size_t n) {
 // c[i] = a*x[i] (STREAM scale), plain stores: one read and one write.
 void scale(float a, const float* x, float* c, std::size_t n) {
   tessel_bench::split(threads, n, [&](std::size_t first, std::size_t last) {
-    const __m512 va = _mm512_set1_ps(a);
     std::size_t i = first;
+#ifdef __AVX512F__
+    const __m512 va = _mm512_set1_ps(a);
     for (; i + 16 <= last; i += 16) _mm512_storeu_ps(c + i, _mm512_mul_ps(va, _mm512_loadu_ps(x + i)));
+#endif
     for (; i < last; ++i) c[i] = a * x[i];
   });
 }
@@ -221,6 +230,94 @@ void softmax_rows(benchmark::State& state) {
   state.counters["vs_eigen"] = r.speedup(0, 2);
   state.counters["eigen_of_rw_bound"] = r.speedup(2, 1);
 }
+
+// The three paths of a unary primitive, through jit and bare; f is the traced function, Rule the
+// primitive's rule (for gelu, tanh's: its one transcendental) and [lo, hi] the argument range.
+template <class Rule, class F>
+void transcendental(benchmark::State& state, F f, float lo, float hi) {
+  using tessel::backend::math_path;
+  using big = shape<1 << 20>;
+  constexpr std::size_t n = big::size;
+  const auto x = random_tensor<tensor<float, big>>(6, lo, hi);
+  tensor<float, big> k;
+  auto through_jit = [&](math_path p) {
+    return [&, p] {
+      tessel::backend::force_math_path(p);
+      auto y = jit(f)(x);
+      benchmark::DoNotOptimize(y.data());
+    };
+  };
+  auto bare = [&](math_path p) {
+    return [&, p] {
+      tessel::prim::map_unary_f32<Rule>(p, x.data(), k.data(), n);
+      benchmark::DoNotOptimize(k.data());
+    };
+  };
+  const math_path paths[] = {math_path::hwy, math_path::xsimd, math_path::scalar};
+  {
+    tessel::backend::force_math_path(math_path::hwy);
+    const auto a = jit(f)(x);
+    tessel::backend::force_math_path(math_path::scalar);
+    const auto b = jit(f)(x);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!(std::abs(a[i] - b[i]) <= 1e-5f * (std::max(std::abs(a[i]), std::abs(b[i])) + 1.0f))) {
+        state.SkipWithError("the Highway and scalar paths disagree");
+        break;
+      }
+  }
+  int reps[3], bare_reps[3];
+  for (std::size_t p = 0; p < 3; ++p) {
+    reps[p] = tessel_bench::reps_for(tessel_bench::time_once(through_jit(paths[p])));
+    bare_reps[p] = tessel_bench::reps_for(tessel_bench::time_once(bare(paths[p])), 1e-3);
+  }
+  // The order rotates each round, so that no path always runs first (after the other benchmark, or
+  // while the pool's workers still spin after a jit call). The bare kernels race after the jit rounds,
+  // on one thread, with the pool idle, in short blocks (1 ms) and four times as many rounds: the
+  // fastest of many short blocks is the one least disturbed by other users of the machine.
+  race r(6);
+  std::size_t round = 0;
+  for (auto _ : state) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::size_t p = (round + k) % 3;
+      const double t = r.run(p, through_jit(paths[p]), reps[p]);
+      if (p == 0) state.SetIterationTime(t);
+    }
+    ++round;
+  }
+  for (round = 0; round < 4 * static_cast<std::size_t>(tessel_bench::rounds); ++round)
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::size_t p = (round + k) % 3;
+      r.run(3 + p, bare(paths[p]), bare_reps[p]);
+    }
+  tessel::backend::force_math_path(math_path::automatic);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+  state.counters["hwy_vs_xsimd"] = r.speedup(0, 1);
+  state.counters["hwy_vs_scalar"] = r.speedup(0, 2);
+  state.counters["kernel_hwy_vs_xsimd"] = r.speedup(3, 4);
+  state.counters["kernel_hwy_vs_scalar"] = r.speedup(3, 5);
+  state.counters["kernel_hwy_Gelem_s"] = n / r.best(3) / 1e9;
+  state.counters["kernel_xsimd_Gelem_s"] = n / r.best(4) / 1e9;
+  state.counters["kernel_scalar_Gelem_s"] = n / r.best(5) / 1e9;
+}
+
+#define TESSEL_TRANSCENDENTAL(fn, rule, lo, hi)                                                                  \
+  void transcendental_##fn(benchmark::State& state) {                                                        \
+    transcendental<tessel::prim::rule>(state, [](auto v) { return tessel::fn(v); }, lo, hi);                 \
+  }                                                                                                          \
+  BENCHMARK(transcendental_##fn)->UseManualTime()->Iterations(tessel_bench::rounds)->Unit(benchmark::kMicrosecond)
+
+TESSEL_TRANSCENDENTAL(exp, exp_rule, -10.0f, 10.0f);
+TESSEL_TRANSCENDENTAL(log, log_rule, 1e-3f, 1e3f);
+TESSEL_TRANSCENDENTAL(log1p, log1p_rule, -0.5f, 10.0f);
+TESSEL_TRANSCENDENTAL(expm1, expm1_rule, -5.0f, 5.0f);
+TESSEL_TRANSCENDENTAL(tanh, tanh_rule, -5.0f, 5.0f);
+TESSEL_TRANSCENDENTAL(logistic, logistic_rule, -10.0f, 10.0f);
+TESSEL_TRANSCENDENTAL(sin, sin_rule, -10.0f, 10.0f);
+TESSEL_TRANSCENDENTAL(cos, cos_rule, -10.0f, 10.0f);
+TESSEL_TRANSCENDENTAL(sqrt, sqrt_rule, 0.0f, 100.0f);
+TESSEL_TRANSCENDENTAL(rsqrt, rsqrt_rule, 1e-3f, 100.0f);
+TESSEL_TRANSCENDENTAL(erf, erf_rule, -3.0f, 3.0f);
+TESSEL_TRANSCENDENTAL(gelu, tanh_rule, -5.0f, 5.0f);  // the kernel counters are tanh's
 
 BENCHMARK(relu_affine)->UseManualTime()->Iterations(tessel_bench::rounds)->Unit(benchmark::kMillisecond);
 BENCHMARK(relu_affine_row)->UseManualTime()->Iterations(tessel_bench::rounds)->Unit(benchmark::kMillisecond);

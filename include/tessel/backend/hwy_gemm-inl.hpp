@@ -456,3 +456,6 @@ inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::si
 HWY_AFTER_NAMESPACE();
 
 #endif  // TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+
+// The other Highway kernels compiled in the same aggregator pass (hwy_gemm.hpp), each with its own toggle.
+#include "tessel/backend/hwy_math-inl.hpp"

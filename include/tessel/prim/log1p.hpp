@@ -1,6 +1,10 @@
 #pragma once
 // log1p (lax.log1p): log(1 + x), accurate near 0.
-// Maximum error 1 ULP against a double reference on (-1, 10], SIMD and scalar paths alike (tests/backend/ulp_test.cpp).
+// Maximum error against a double reference on (-1, 10] (tests/backend/ulp_test.cpp, hwy_math_test.cpp):
+// scalar path (libm) 1 ULP, xsimd 1, Highway 2.5 (every Highway target). Default path: xsimd (Highway is
+// 1.1x faster at equal vector width but 2.5x less accurate; bench/README.md); Highway where the build's
+// xsimd is narrower than the CPU's best Highway target. NaN, infinities, signed zeros and x <= -1 give
+// the scalar path's results on every path.
 // Elementwise; takes f32 and bf16; the result has the operand's dtype and shape.
 
 #include "tessel/prim/family/elementwise.hpp"
@@ -11,7 +15,11 @@ namespace prim {
 struct log1p_rule {
   static constexpr fixed_string name = "tessel::log1p";
   static constexpr accepts domain = accepts::floating;
-  static auto apply(auto x) { return xsimd::log1p(x); }
+  static constexpr backend::math_fn math = backend::math_fn::log1p;  // the Highway kernel
+  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
+  static auto apply(auto x) {  // xsimd's log1p(-0) is +0: zeros pass through
+    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, xsimd::log1p(x));
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];
     const int one = build::scalar_like(g, x, 1.0);

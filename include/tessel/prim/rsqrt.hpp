@@ -1,6 +1,8 @@
 #pragma once
-// rsqrt (lax.rsqrt): 1 / sqrt(x), computed as a correctly rounded sqrt then a division (within 1 ULP), not the hardware estimate.
-// Maximum error 2 ULP against a double reference on (0, inf), SIMD and scalar paths alike (tests/backend/ulp_test.cpp).
+// rsqrt (lax.rsqrt): 1 / sqrt(x), a correctly rounded sqrt, then a division; not the hardware estimate.
+// Maximum error 1.5 ULP against a double reference on (0, inf) on every path (tests/backend/ulp_test.cpp,
+// hwy_math_test.cpp): the scalar, xsimd and Highway paths give the same bits. Default path: xsimd (the
+// same instructions as Highway's at equal vector width); Highway where the build's xsimd is narrower.
 // Elementwise; takes f32 and bf16; the result has the operand's dtype and shape.
 
 #include "tessel/prim/family/elementwise.hpp"
@@ -11,6 +13,8 @@ namespace prim {
 struct rsqrt_rule {
   static constexpr fixed_string name = "tessel::rsqrt";
   static constexpr accepts domain = accepts::floating;
+  static constexpr backend::math_fn math = backend::math_fn::rsqrt;  // the Highway kernel
+  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / xsimd::sqrt(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];

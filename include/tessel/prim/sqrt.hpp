@@ -1,6 +1,8 @@
 #pragma once
 // sqrt (lax.sqrt): Square root (correctly rounded).
-// Maximum error 0.5 ULP against a double reference on [0, inf), SIMD and scalar paths alike (tests/backend/ulp_test.cpp).
+// Maximum error 0.5 ULP against a double reference on [0, inf) on every path (tests/backend/ulp_test.cpp,
+// hwy_math_test.cpp): the scalar, xsimd and Highway paths give the same bits. Default path: xsimd (the
+// same instruction as Highway's at equal vector width); Highway where the build's xsimd is narrower.
 // Elementwise; takes f32 and bf16; the result has the operand's dtype and shape.
 
 #include "tessel/prim/family/elementwise.hpp"
@@ -11,6 +13,8 @@ namespace prim {
 struct sqrt_rule {
   static constexpr fixed_string name = "tessel::sqrt";
   static constexpr accepts domain = accepts::floating;
+  static constexpr backend::math_fn math = backend::math_fn::sqrt;  // the Highway kernel
+  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return xsimd::sqrt(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::div(g, build::scalar_like(g, node, 0.5), node));

@@ -7,16 +7,20 @@
 //   static constexpr accepts domain;              which dtypes it takes
 //   static auto apply(auto x[, auto y]);          the math, on float, int and (optionally) xsimd batches
 //   template <class T> using result = ...;        (optional) the output dtype; the input dtype by default
-// Floating tiles (f32 and bf16) are evaluated in float with xsimd when apply takes a batch.
+// Floating tiles (f32 and bf16) are evaluated in float: scalar, with xsimd when apply takes a batch, or
+// with Highway when the rule names a kernel of backend/hwy_math.hpp (map_unary_f32 below).
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
+#include "tessel/backend/hwy_math.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 
 namespace tessel {
 // Defined in prim/broadcast_in_dim.hpp and prim/literal.hpp (included at the end: they include this file).
@@ -59,15 +63,69 @@ concept BatchRule1 = requires(V v) { Rule::apply(v); };
 template <class Rule, class V>
 concept BatchRule2 = requires(V v) { Rule::apply(v, v); };
 
+// Unary rules on f32 tiles have three paths (backend/hwy_math.hpp): scalar (Rule::apply on one float),
+// xsimd (Rule::apply on batches, where it takes them) and hwy (backend::hwy_math, for rules that name a
+// Highway kernel: `static constexpr backend::math_fn math`). A rule states its default where both
+// SIMD paths have the same width with `static constexpr backend::math_path preferred` (xsimd if it
+// does not); where xsimd is narrower than the CPU's Highway target, rules with a Highway kernel use it.
+// backend::force_math_path or TESSEL_MATH_PATH overrides both for every rule. A path a rule lacks
+// falls back to xsimd, then scalar.
+template <class Rule>
+concept HwyRule = requires {
+  { Rule::math } -> std::convertible_to<backend::math_fn>;
+};
+
+template <class Rule>
+constexpr backend::math_path preferred_path() {
+  if constexpr (requires { { Rule::preferred } -> std::convertible_to<backend::math_path>; }) return Rule::preferred;
+  else return backend::math_path::xsimd;
+}
+
+// The scalar path of a unary rule on floats, as a plain function (hwy_math's fallback for tails and
+// out-of-range lanes).
+template <class Rule>
+float apply_scalar(float x) {
+  return static_cast<float>(Rule::apply(x));
+}
+
+// The path of a rule when none is forced.
+template <class Rule>
+backend::math_path default_path() {
+  constexpr backend::math_path preferred = preferred_path<Rule>();
+  if constexpr (HwyRule<Rule> && preferred == backend::math_path::xsimd) {
+    if (backend::hwy_math_lanes() > xsimd::batch<float>::size) return backend::math_path::hwy;
+  }
+  return preferred;
+}
+
+// y[i] = Rule(x[i]) on f32 with path p (automatic: default_path); x and y may be the same array.
+template <class Rule>
+void map_unary_f32(backend::math_path p, const float* x, float* y, std::size_t n) {
+  if (p == backend::math_path::automatic) p = default_path<Rule>();
+  if constexpr (HwyRule<Rule>) {
+    if (p == backend::math_path::hwy) {
+      backend::hwy_math(Rule::math, x, y, n, &apply_scalar<Rule>);
+      return;
+    }
+  }
+  std::size_t i = 0;
+  if constexpr (BatchRule1<Rule, xsimd::batch<float>>) {
+    if (p != backend::math_path::scalar) {
+      using batch = xsimd::batch<float>;
+      for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
+        Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
+    }
+  }
+  for (; i < n; ++i) y[i] = apply_scalar<Rule>(x[i]);
+}
+
 template <class Rule, class T, class R>
 void map_unary(const T* x, R* y, std::size_t n) {
-  std::size_t i = 0;
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule1<Rule, xsimd::batch<float>>) {
-    using batch = xsimd::batch<float>;
-    for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
-      Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float>) {
+    map_unary_f32<Rule>(backend::forced_math_path(), x, y, n);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<R>(Rule::apply(x[i]));
   }
-  for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(x[i]));
 }
 
 template <class Rule, class T, class R>
@@ -173,6 +231,7 @@ constexpr int binary_jvp(ir::graph_builder& g, int node, const std::array<int, i
 template <class Rule>
 consteval ir::primitive unary_primitive(std::string_view name, double flops = 1) {
   ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_unary<Rule>, .flops_per_element = flops};
+  p.batch = &batching::elementwise;
   if constexpr (HasDerivative<Rule>) {
     p.vjp = &unary_vjp<Rule>;
     p.jvp = &unary_jvp<Rule>;
@@ -184,6 +243,7 @@ consteval ir::primitive unary_primitive(std::string_view name, double flops = 1)
 template <class Rule>
 consteval ir::primitive binary_primitive(std::string_view name, double flops = 1) {
   ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_binary<Rule>, .flops_per_element = flops};
+  p.batch = &batching::elementwise;
   if constexpr (HasPartials<Rule>) {
     p.vjp = &binary_vjp<Rule>;
     p.jvp = &binary_jvp<Rule>;
