@@ -169,7 +169,7 @@ class executor {
     std::unique_ptr<unsigned char, aligned_delete> arena(static_cast<unsigned char*>(::operator new(total, std::align_val_t{64})));
     arena_ = arena.get();
     scratch_ = arena_ + (p_.arena_bytes + plan::arena_alignment - 1) / plan::arena_alignment * plan::arena_alignment;
-    for (int k = 0; k < p_.kernel_count; ++k) run_kernel(p_.kernels[static_cast<std::size_t>(k)], k, pool);
+    run_range(0, p_.kernel_count, pool);
     for (std::size_t o = 0; o < O; ++o) {
       const int id = p_.program.outputs[o];
       const int first = p_.output_index[static_cast<std::size_t>(id)];
@@ -201,7 +201,7 @@ class executor {
       std::size_t need = members * tile_elements * 4 + tile_elements * 4;
       if (kr.kind == plan::kernel_kind::row) need = members * (kr.inner + 16) * 4;
       if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
-      if (kr.kind == plan::kernel_kind::contraction) {
+      if (kr.kind == plan::kernel_kind::contraction && nd(kr.dot).prim->run_blocked == nullptr) {
         const prim::dot_layout d = prim::layout_of(nd(kr.dot), nd(nd(kr.dot).operand(0)), nd(nd(kr.dot).operand(1)));
         need += gemm_scratch::bytes + gemm_blocking::mc * d.n * 4;
       }
@@ -299,6 +299,97 @@ class executor {
 
   unsigned char* thread_scratch(std::size_t t) const { return scratch_ + t * scratch_per_thread_; }
 
+  // Kernels [begin, end) in order; a control kernel runs its regions' ranges, which follow it, and the
+  // walk continues after them.
+  void run_range(int begin, int end, thread_pool& pool) {
+    for (int k = begin; k < end;) {
+      const plan::kernel& kr = p_.kernels[static_cast<std::size_t>(k)];
+      if (kr.kind != plan::kernel_kind::control) {
+        run_kernel(kr, k, pool);
+        ++k;
+        continue;
+      }
+      const ir::frozen_construct& fc = p_.program.construct(kr.construct);
+      if (fc.kind == ir::construct_kind::scan) run_scan(fc, pool);
+      else run_switch(fc, pool);
+      k = p_.region_end[static_cast<std::size_t>(fc.first_region + fc.region_count - 1)];
+    }
+  }
+
+  // Copies value `from` (a slice of it, from byte from_offset, when it is stacked) into `to` (or a slice).
+  void copy_value(int from, int to, std::size_t from_offset = 0, std::size_t to_offset = 0, std::size_t bytes = 0) const {
+    const auto* src = static_cast<const unsigned char*>(storage(from)) + from_offset;
+    auto* dst = static_cast<unsigned char*>(storage(to)) + to_offset;
+    if (src != dst) std::memcpy(dst, src, bytes != 0 ? bytes : p_.bytes(to));
+  }
+  bool materialized(int id) const { return p_.materialized[static_cast<std::size_t>(id)]; }
+
+  // scan: carries start as the inputs; each step copies x slices into the body's parameters, runs the
+  // body's kernels, writes the ys into the stacked outputs and copies the carries back (through a staging
+  // buffer when a new carry is an old one, as in a swap).
+  void run_scan(const ir::frozen_construct& fc, thread_pool& pool) {
+    const auto& prog = p_.program;
+    const ir::frozen_region& r = prog.region(fc.first_region);
+    auto input = [&](int i) { return prog.region_int(fc.inputs + i); };
+    auto param = [&](int i) { return prog.region_int(r.params + i); };
+    auto result = [&](int i) { return prog.region_int(r.results + i); };
+    auto output = [&](int i) { return prog.region_int(fc.outputs + i); };
+    const int nc = fc.carries, nx = fc.input_count - nc;
+    for (int c = 0; c < nc; ++c) copy_value(input(c), param(c));
+    bool staged = false;
+    std::size_t carry_bytes = 0;
+    for (int c = 0; c < nc; ++c) {
+      staged = staged || nd(result(c)).prim->kind == ir::prim_kind::region_parameter;
+      carry_bytes += p_.bytes(param(c));
+    }
+    std::vector<unsigned char> staging(staged ? carry_bytes : 0);
+    const int begin = p_.region_begin[static_cast<std::size_t>(fc.first_region)];
+    const int end = p_.region_end[static_cast<std::size_t>(fc.first_region)];
+    for (int step = 0; step < fc.length; ++step) {
+      const auto i = static_cast<std::size_t>(fc.reverse ? fc.length - 1 - step : step);
+      for (int j = 0; j < nx; ++j)
+        if (materialized(param(nc + j))) copy_value(input(nc + j), param(nc + j), i * p_.bytes(param(nc + j)));
+      run_range(begin, end, pool);
+      for (int o = nc; o < fc.output_count; ++o)
+        if (materialized(output(o))) copy_value(result(o), output(o), 0, i * p_.bytes(result(o)), p_.bytes(result(o)));
+      if (staged) {
+        std::size_t at = 0;
+        for (int c = 0; c < nc; ++c) {
+          std::memcpy(staging.data() + at, storage(result(c)), p_.bytes(param(c)));
+          at += p_.bytes(param(c));
+        }
+        at = 0;
+        for (int c = 0; c < nc; ++c) {
+          std::memcpy(storage(param(c)), staging.data() + at, p_.bytes(param(c)));
+          at += p_.bytes(param(c));
+        }
+      } else {
+        for (int c = 0; c < nc; ++c) copy_value(result(c), param(c));
+      }
+    }
+    for (int c = 0; c < nc; ++c)
+      if (materialized(output(c))) copy_value(param(c), output(c));
+  }
+
+  // switch: the index (s32, u32 or pred), clamped into range, chooses the region that runs.
+  void run_switch(const ir::frozen_construct& fc, thread_pool& pool) {
+    const auto& prog = p_.program;
+    const ir::node& index = nd(fc.index);
+    const void* at = storage(fc.index);
+    std::int64_t b = 0;
+    if (index.dtype == ir::dtype_code::pred) b = *static_cast<const bool*>(at) ? 1 : 0;
+    else if (index.dtype == ir::dtype_code::u32) b = *static_cast<const std::uint32_t*>(at);
+    else b = *static_cast<const std::int32_t*>(at);
+    b = std::clamp<std::int64_t>(b, 0, fc.region_count - 1);
+    const int region = fc.first_region + static_cast<int>(b);
+    const ir::frozen_region& r = prog.region(region);
+    for (int i = 0; i < r.param_count; ++i)
+      if (materialized(prog.region_int(r.params + i))) copy_value(prog.region_int(fc.inputs + i), prog.region_int(r.params + i));
+    run_range(p_.region_begin[static_cast<std::size_t>(region)], p_.region_end[static_cast<std::size_t>(region)], pool);
+    for (int o = 0; o < fc.output_count; ++o)
+      if (materialized(prog.region_int(fc.outputs + o))) copy_value(prog.region_int(r.results + o), prog.region_int(fc.outputs + o));
+  }
+
   void run_kernel(const plan::kernel& kr, int index, thread_pool& pool) {
     if (profile::enabled()) {  // one branch when profiling is off
       const auto start = profile::clock::now();
@@ -320,6 +411,7 @@ class executor {
       case plan::kernel_kind::layout:
       case plan::kernel_kind::generic: run_whole(kr); break;
       case plan::kernel_kind::copy: run_copy(kr); break;
+      case plan::kernel_kind::control: break;  // run by run_range
     }
   }
 
@@ -407,7 +499,40 @@ class executor {
     });
   }
 
+  // A blocked contraction (conv_general): the primitive makes its result block by block and the
+  // epilogue runs on each block, on the worker that made it.
+  void run_blocked(const plan::kernel& kr) const {
+    const ir::node& n = nd(kr.dot);
+    const ir::node* operands[ir::max_operands];
+    const void* in[ir::max_operands];
+    for (std::size_t a = 0; a < n.arity; ++a) {
+      operands[a] = &nd(n.operand(a));
+      in[a] = storage(n.operand(a));
+    }
+    struct epilogue {
+      const executor* self;
+      const plan::kernel* kr;
+    } context{this, &kr};
+    ir::block_sink sink;
+    sink.context = &context;
+    sink.consume = [](void* c, std::size_t first, std::size_t count, const float* values, std::size_t thread) {
+      const epilogue& e = *static_cast<const epilogue*>(c);
+      unsigned char* tiles_mem = e.self->thread_scratch(thread);
+      const void* tile_of[plan_type::max_members];
+      for (std::size_t off = 0; off < count; off += tile_elements) {
+        const std::size_t m = std::min(tile_elements, count - off);
+        e.self->eval_members(*e.kr, first + off, m, tiles_mem, tile_elements * 4, tile_of, values + off);
+        e.self->store_root(*e.kr, first + off, m, tile_of);
+      }
+    };
+    n.prim->run_blocked(n, operands, in, sink);
+  }
+
   void run_contraction(const plan::kernel& kr, thread_pool& pool) const {
+    if (nd(kr.dot).prim->run_blocked != nullptr) {
+      run_blocked(kr);
+      return;
+    }
     const ir::node& dot = nd(kr.dot);
     const ir::node& lhs = nd(dot.operand(0));
     const ir::node& rhs = nd(dot.operand(1));
@@ -415,7 +540,12 @@ class executor {
     const std::size_t elem = ir::bytes_of(lhs.dtype);
     const auto* lbase = static_cast<const unsigned char*>(storage(dot.operand(0)));
     const auto* rbase = static_cast<const unsigned char*>(storage(dot.operand(1)));
-    const std::size_t blocks_per_batch = (d.m + gemm_blocking::mc - 1) / gemm_blocking::mc;
+    // Row blocks of whole micro-tiles (mr rows), at most mc rows each, in a number that the threads
+    // share evenly: with 128 rows and 2 threads, 72 + 56 rows rather than 96 + 32.
+    const std::size_t tiles = (d.m + gemm_blocking::mr - 1) / gemm_blocking::mr;
+    const std::size_t max_tiles = gemm_blocking::mc / gemm_blocking::mr, threads = pool.size();
+    std::size_t blocks_per_batch = (tiles + max_tiles - 1) / max_tiles;
+    while ((d.batch * blocks_per_batch) % threads != 0 && blocks_per_batch < tiles) ++blocks_per_batch;
     pool.parallel_for(d.batch * blocks_per_batch, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* mem = thread_scratch(t);
       float* gemm_mem = reinterpret_cast<float*>(mem);
@@ -425,8 +555,9 @@ class executor {
       prim::dot_layout local = d;
       for (std::size_t block = begin; block < end; ++block) {
         const std::size_t b = block / blocks_per_batch;
-        const std::size_t m0 = (block % blocks_per_batch) * gemm_blocking::mc;
-        const std::size_t m1 = std::min(d.m, m0 + gemm_blocking::mc);
+        const std::size_t j = block % blocks_per_batch;
+        const std::size_t m0 = j * tiles / blocks_per_batch * gemm_blocking::mr;
+        const std::size_t m1 = std::min(d.m, (j + 1) * tiles / blocks_per_batch * gemm_blocking::mr);
         local.lhs.data = lbase + b * d.lhs_batch_stride * elem;
         local.rhs.data = rbase + b * d.rhs_batch_stride * elem;
         select_gemm()(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);

@@ -86,6 +86,8 @@ enum class prim_kind : std::uint8_t {
   reduce,       // reduction over static axes
   contraction,  // dot_general, conv_general: the heavy kernels
   generator,    // iota, rng: computed from the index alone
+  region_parameter,  // a value a control construct (scan, switch) feeds its body each time it runs it
+  control,      // an output of a control construct: a final carry, stacked ys, a taken branch's result
 };
 
 // Evaluates an elementwise primitive on n contiguous elements. Tiles hold f32 and bf16 values as
@@ -96,6 +98,21 @@ using elementwise_fn = void (*)(const node& n, const void* const* in, void* out,
 // Runs a non-elementwise primitive on whole buffers: `in[i]` holds operand i (described by
 // operands[i]) and `out` the result, all in storage layout (row-major; bf16 as its 16 bits).
 using kernel_fn = void (*)(const node& n, const node* const* operands, const void* const* in, void* out);
+
+// A contraction that makes its result in blocks hands each finished block, elements [first, first +
+// count) in row-major order as f32, to a sink (from worker `thread`), instead of storing it: the
+// executor's sink runs the fused elementwise epilogue on the block while it is in cache.
+struct block_sink {
+  void* context = nullptr;
+  void (*consume)(void* context, std::size_t first, std::size_t count, const float* values, std::size_t thread) = nullptr;
+};
+using blocked_fn = void (*)(const node& n, const node* const* operands, const void* const* in, const block_sink& sink);
+
+// The GEMM a contraction amounts to, batch x [m, k] . [k, n]: for flop counts and target tiling.
+struct gemm_extent {
+  std::size_t batch = 1, m = 1, n = 1, k = 1;
+};
+using extent_fn = gemm_extent (*)(const node& n, const node& lhs, const node& rhs);
 
 // Folds n tile values into acc[0] (reducing a row), or, elementwise, acc[i] = op(acc[i], in[i]) (combining rows).
 using reduce_row_fn = void (*)(const node& n, const void* in, std::size_t count, void* acc);
@@ -110,6 +127,11 @@ using init_fn = void (*)(const node& n, void* acc, std::size_t count);
 // jvp: given the tangents of the operands (-1: zero), the tangent of the result (-1: zero).
 using vjp_fn = void (*)(graph_builder& g, int node, int cotangent, std::array<int, max_operands>& operand_cotangents);
 using jvp_fn = int (*)(graph_builder& g, int node, const std::array<int, max_operands>& operand_tangents);
+// batch (vmap): `n` is a node of the unbatched program; `operands` are its operands in the batched
+// program and `axes` their batch axes (-1: unbatched; at least one is batched). Emits the batched
+// node, returns its id and sets out_axis to its result's batch axis.
+using batch_fn = int (*)(graph_builder& g, const node& n, const std::array<int, max_operands>& operands,
+                         const std::array<int, max_operands>& axes, int& out_axis);
 
 // Everything about one primitive. Each primitive file defines one `inline constexpr primitive`.
 struct primitive {
@@ -117,12 +139,15 @@ struct primitive {
   prim_kind kind;
   elementwise_fn evaluate = nullptr;  // elementwise primitives
   kernel_fn run = nullptr;            // layout, reduce, contraction and generator primitives
+  blocked_fn run_blocked = nullptr;   // contractions other than dot_general (GEMM), with a fused epilogue
+  extent_fn extent = nullptr;         // contractions
   reduce_row_fn reduce_row = nullptr;  // reductions that fuse into row kernels
   combine_fn combine = nullptr;
   init_fn init = nullptr;
   generate_fn generate = nullptr;      // generators (iota)
   vjp_fn vjp = nullptr;                // reverse mode; null with differentiable = false means "no gradient"
   jvp_fn jvp = nullptr;
+  batch_fn batch = nullptr;            // vmap; primitives without operands (parameters, literals, generators) need none
   bool differentiable = true;          // false: the result is piecewise constant (floor, comparisons, argmax)
   double flops_per_element = 1;    // for cost estimates in dump
 };
@@ -141,6 +166,33 @@ struct node {
            attr == o.attr;
   }
   constexpr int operand(std::size_t i) const { return operands[i]; }
+};
+
+// Control flow (scan, switch) as sub-programs. A construct's bodies are traced once, into the same table,
+// as regions: each region's parameters are region_parameter nodes (never merged), so the nodes that
+// depend on them are the region's and run each time the construct runs the body; nodes that do not
+// (values captured from outside, loop invariants) are ordinary earlier nodes, computed once. A
+// construct's results are control nodes (attr: construct, output index) emitted after its bodies.
+enum class construct_kind : std::uint8_t { scan, switch_ };
+
+struct region_record {
+  int construct = -1;
+  std::vector<int> params;   // region_parameter nodes: scan: carries then x slices; switch: operands
+  std::vector<int> results;  // what the body returns: scan: carries then ys; switch: the outputs
+};
+
+struct construct_record {
+  construct_kind kind = construct_kind::scan;
+  bool reverse = false;   // scan: steps run from length - 1 down to 0
+  int length = 0;         // scan: steps
+  int carries = 0;        // scan: leading inputs that are carries (the rest are xs); switch: 0
+  int index = -1;         // switch: the s32 or pred scalar choosing the branch (clamped into range)
+  int parent = -1;        // the region the construct runs in (-1: the program itself)
+  int first_region = 0, region_count = 0;
+  std::vector<int> inputs;   // scan: init leaves then xs leaves; switch: operands
+  std::vector<int> outputs;  // control nodes, by output index (output o is results[o] of the region run)
+  int residuals = -1;        // scan: the first of the outputs that stack every carry for the backward pass
+  int first_node = 0;        // the table's size when the construct began: its regions' nodes come after
 };
 
 // Collects nodes during tracing; merges a node identical to an earlier one (hash-consing).
@@ -172,6 +224,12 @@ class graph_builder {
   std::vector<int> outputs;
   int parameter_count = 0;
 
+  // Control flow: constructs, their regions, and the regions being traced now (innermost last).
+  std::vector<construct_record> constructs;
+  std::vector<region_record> regions;
+  std::vector<int> open_regions;
+  constexpr int current_region() const { return open_regions.empty() ? -1 : open_regions.back(); }
+
   // The first transform that met a primitive without the rule it needs (reported at the user's call).
   const primitive* missing_rule = nullptr;
   const char* missing_rule_kind = "";
@@ -200,7 +258,7 @@ class graph_builder {
   constexpr void rehash() {
     std::vector<int> bigger(table_.size() * 2, -1);
     for (std::size_t id = 0; id < nodes_.size(); ++id) {
-      if (nodes_[id].prim->kind == prim_kind::parameter) continue;
+      if (nodes_[id].prim->kind == prim_kind::parameter || nodes_[id].prim->kind == prim_kind::region_parameter) continue;
       std::size_t slot = hash(nodes_[id]) & (bigger.size() - 1);
       while (bigger[slot] != -1) slot = (slot + 1) & (bigger.size() - 1);
       bigger[slot] = static_cast<int>(id);

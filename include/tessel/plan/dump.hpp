@@ -64,6 +64,14 @@ std::string dump(const plan::plan<N, O>& p) {
     os << "kernel " << k << " " << plan::name_of(kr.kind) << " " << type_string(root);
     if (kr.kind == plan::kernel_kind::row) os << " (rows: " << kr.outer << " x " << kr.inner << ")";
     if (kr.kind == plan::kernel_kind::column) os << " (columns: " << kr.inner << " rows of " << kr.outer << ")";
+    if (kr.kind == plan::kernel_kind::control) {  // scan or switch: its regions' kernel ranges follow it
+      const ir::frozen_construct& fc = p.program.construct(kr.construct);
+      if (fc.kind == ir::construct_kind::scan) os << " (scan: " << fc.length << (fc.reverse ? " steps, reversed," : " steps,");
+      else os << " (switch: " << fc.region_count << " branches,";
+      for (int b = fc.first_region; b < fc.first_region + fc.region_count; ++b)
+        os << " kernels " << p.region_begin[static_cast<std::size_t>(b)] << ".." << p.region_end[static_cast<std::size_t>(b)] - 1;
+      os << ")";
+    }
     os << "\n  fuses:";
     double flops = 0;
     for (int m = 0; m < kr.member_count; ++m) {
@@ -71,7 +79,7 @@ std::string dump(const plan::plan<N, O>& p) {
       const ir::node& n = p.node(id);
       os << " " << n.prim->name;
       if (n.prim->kind == ir::prim_kind::contraction) {
-        const prim::dot_layout d = prim::layout_of(n, p.node(n.operand(0)), p.node(n.operand(1)));
+        const ir::gemm_extent d = n.prim->extent(n, p.node(n.operand(0)), p.node(n.operand(1)));
         flops += 2.0 * static_cast<double>(d.batch * d.m * d.n * d.k);
       } else if (n.prim->kind == ir::prim_kind::reduce) {
         flops += static_cast<double>(p.node(n.operand(0)).shape.size());

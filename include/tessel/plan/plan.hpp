@@ -21,10 +21,12 @@
 
 namespace tessel::plan {
 
-enum class kernel_kind : std::uint8_t { loop, row, column, contraction, layout, generic, copy };
+// control: a scan or switch (ir/graph.hpp); its regions' kernels follow it, each region a contiguous range
+// (plan.region_begin/end) that the executor runs once per step (scan) or for the chosen branch (switch).
+enum class kernel_kind : std::uint8_t { loop, row, column, contraction, layout, generic, copy, control };
 
 constexpr std::string_view name_of(kernel_kind k) {
-  constexpr std::string_view names[] = {"loop", "row", "column", "contraction", "layout", "generic", "copy"};
+  constexpr std::string_view names[] = {"loop", "row", "column", "contraction", "layout", "generic", "copy", "control"};
   return names[static_cast<int>(k)];
 }
 
@@ -38,6 +40,8 @@ struct kernel {
   std::size_t inner = 1;
   ir::dims row_shape{};    // row kernels: the full (outer ++ inner) shape; column: the reduced operand's shape
   bool uniform = true;     // loop kernels: every member has the root's shape (not only its size)
+  int region = -1;         // the region whose kernel range holds this kernel (-1: the program's own)
+  int construct = -1;      // control kernels: the construct they run
 };
 
 inline constexpr std::size_t arena_alignment = 64;
@@ -55,6 +59,8 @@ struct plan {
   std::array<std::int64_t, N> arena_offset{};  // -1 when not in the arena
   std::array<int, N> output_index{};       // first output slot a node is stored to, -1 if none
   std::array<int, N> last_reader{};        // the last kernel that reads a node's buffer
+  std::array<int, ir::max_regions> region_begin{};  // each region's kernels: [region_begin, region_end)
+  std::array<int, ir::max_regions> region_end{};
   std::size_t arena_bytes = 0;             // peak bytes of intermediate buffers
   std::size_t output_bytes = 0;
   std::size_t parameter_bytes = 0;
@@ -103,6 +109,56 @@ struct builder {
   std::array<int, N> common_kernel{};  // the kernel all users are in, -1 none yet, -2 several
   std::array<bool, N> is_output{};
   std::array<bool, N> whole_buffer_operand{};  // read by a kernel that needs a real buffer (layout, GEMM, ...)
+  std::array<int, N> region_of{};              // the innermost region whose parameters a node depends on, or -1
+  std::array<bool, ir::max_constructs> construct_live{};
+
+  // Regions: a construct runs in its parent region; a region's parent is its construct's.
+  constexpr int parent_of(int r) const { return p.construct(p.region(r).construct).parent; }
+  constexpr int depth_of(int r) const { return r < 0 ? 0 : 1 + depth_of(parent_of(r)); }
+  constexpr bool contains(int outer, int r) const {  // region r is outer or inside it (-1 contains all)
+    for (; r >= 0; r = parent_of(r))
+      if (r == outer) return true;
+    return outer < 0;
+  }
+  constexpr void find_regions() {
+    for (std::size_t i = 0; i < N; ++i) {
+      const ir::node& n = p.nodes[i];
+      int r = -1;
+      if (n.prim->kind == ir::prim_kind::region_parameter) r = static_cast<int>(n.attr.ints[0]);
+      else if (n.prim->kind == ir::prim_kind::control) r = p.construct(static_cast<int>(n.attr.ints[0])).parent;
+      else
+        for (std::size_t a = 0; a < n.arity; ++a) {
+          const int o = region_of[static_cast<std::size_t>(n.operands[a])];
+          if (depth_of(o) > depth_of(r)) r = o;
+        }
+      region_of[i] = r;
+    }
+  }
+  // A node the executor copies whole (a construct's input, a body's result, a carry parameter).
+  constexpr void keep(int id) {
+    ++user_count[static_cast<std::size_t>(id)];
+    whole_buffer_operand[static_cast<std::size_t>(id)] = true;
+    common_kernel[static_cast<std::size_t>(id)] = -2;
+  }
+  // Control node `id` is live: its construct's inputs, the bodies' results and carries are used.
+  constexpr void use_construct(int id) {
+    const ir::node& n = nd(id);
+    const int c = static_cast<int>(n.attr.ints[0]);
+    const int o = static_cast<int>(n.attr.ints[1]);
+    const ir::frozen_construct& fc = p.construct(c);
+    for (int r = fc.first_region; r < fc.first_region + fc.region_count; ++r) keep(p.region_int(p.region(r).results + o));
+    if (construct_live[static_cast<std::size_t>(c)]) return;
+    construct_live[static_cast<std::size_t>(c)] = true;
+    for (int i = 0; i < fc.input_count; ++i) keep(p.region_int(fc.inputs + i));
+    if (fc.index >= 0) keep(fc.index);
+    if (fc.kind == ir::construct_kind::scan)
+      for (int k = 0; k < fc.carries; ++k) {
+        const ir::frozen_region& r = p.region(fc.first_region);
+        if (k != o) keep(p.region_int(r.results + k));
+        live[static_cast<std::size_t>(p.region_int(r.params + k))] = true;
+        keep(p.region_int(r.params + k));
+      }
+  }
 
   constexpr const ir::node& nd(int id) const { return p.nodes[static_cast<std::size_t>(id)]; }
 
@@ -110,6 +166,7 @@ struct builder {
     kernel k;
     k.kind = kind;
     k.root = root;
+    k.region = region_of[static_cast<std::size_t>(root)];
     if (kind == kernel_kind::loop) k.row_shape = nd(root).shape;
     out.kernels[static_cast<std::size_t>(out.kernel_count)] = k;
     return out.kernel_count++;
@@ -170,6 +227,7 @@ struct builder {
       out.last_reader[i] = -1;
       common_kernel[i] = -1;
     }
+    find_regions();
     for (std::size_t o = 0; o < O; ++o) {
       is_output[static_cast<std::size_t>(p.outputs[o])] = true;
       if (out.output_index[static_cast<std::size_t>(p.outputs[o])] == -1)
@@ -177,9 +235,10 @@ struct builder {
     }
     // Dead code: only nodes an output depends on are planned (derivative rules emit some that are not).
     for (std::size_t i = N; i-- > 0;) {
-      if (!is_output[i] && user_count[i] == 0) continue;
+      if (!is_output[i] && user_count[i] == 0 && !live[i]) continue;
       live[i] = true;
       const ir::node& n = p.nodes[i];
+      if (n.prim->kind == ir::prim_kind::control) use_construct(static_cast<int>(i));
       for (std::size_t a = 0; a < n.arity; ++a) ++user_count[static_cast<std::size_t>(n.operands[a])];
     }
 
@@ -190,13 +249,32 @@ struct builder {
       const ir::node& n = p.nodes[ii];
       if (!live[ii]) continue;
       const auto kind = n.prim->kind;
+      if (kind == ir::prim_kind::region_parameter) {
+        out.materialized[ii] = true;
+        continue;
+      }
+      if (kind == ir::prim_kind::control) {  // one kernel per construct, at its first live output
+        out.materialized[ii] = true;
+        const int c = static_cast<int>(n.attr.ints[0]);
+        int k = -1;
+        for (int j = 0; j < out.kernel_count; ++j)
+          if (out.kernels[static_cast<std::size_t>(j)].construct == c) k = j;
+        if (k < 0) {
+          k = new_kernel(kernel_kind::control, id);
+          out.kernels[static_cast<std::size_t>(k)].construct = c;
+        }
+        out.kernels[static_cast<std::size_t>(k)].root = id;
+        out.kernel_of[ii] = k;
+        ++out.kernels[static_cast<std::size_t>(k)].member_count;
+        continue;
+      }
       // Recomputed wherever it is read, unless a whole-buffer kernel reads it.
       if (!is_output[ii] && !whole_buffer_operand[ii] && is_inline_constant(p, id)) continue;
       if (kind == ir::prim_kind::parameter) {
         out.materialized[ii] = true;
         if (!is_output[ii]) continue;
       }
-      if (kind == ir::prim_kind::literal && !is_output[ii]) continue;
+      if (kind == ir::prim_kind::literal && !is_output[ii] && !whole_buffer_operand[ii]) continue;  // inlined in loops
       int k = -1;
       if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
         k = common_kernel[ii];
@@ -233,7 +311,7 @@ struct builder {
       // Tell the operands which kernel consumes them.
       for (std::size_t a = 0; a < n.arity; ++a) {
         auto& c = common_kernel[static_cast<std::size_t>(n.operands[a])];
-        c = c == -1 || c == k ? k : -2;
+        c = (c == -1 || c == k) && region_of[static_cast<std::size_t>(n.operands[a])] == region_of[ii] ? k : -2;
       }
       // Kernels that compute whole buffers need materialised operands.
       if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot)
@@ -243,13 +321,17 @@ struct builder {
         }
     }
 
-    // Order kernels by root (a topological order, since every member precedes its root) and lay out members.
+    // Order kernels by root (a topological order, since every member precedes its root), each construct's
+    // regions right after its control kernel, and lay out members.
+    std::array<int, N> by_root{};
     std::array<int, N> order{};
     std::array<int, N> renumber{};
     int count = 0;
     for (std::size_t i = 0; i < N; ++i)
       if (out.kernel_of[i] >= 0 && out.kernels[static_cast<std::size_t>(out.kernel_of[i])].root == static_cast<int>(i))
-        order[static_cast<std::size_t>(count++)] = out.kernel_of[i];
+        by_root[static_cast<std::size_t>(count++)] = out.kernel_of[i];
+    int placed = 0;
+    place_region(-1, by_root, count, order, placed);
     std::array<kernel, N> sorted{};
     for (int k = 0; k < count; ++k) {
       sorted[static_cast<std::size_t>(k)] = out.kernels[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
@@ -272,15 +354,87 @@ struct builder {
     out.kernel_count = count;
   }
 
+  // Appends region r's kernels (in root order) to `order`, each control kernel followed by its regions.
+  constexpr void place_region(int r, const std::array<int, N>& by_root, int count, std::array<int, N>& order, int& placed) {
+    for (int j = 0; j < count; ++j) {
+      const kernel& kr = out.kernels[static_cast<std::size_t>(by_root[static_cast<std::size_t>(j)])];
+      if (kr.region != r) continue;
+      order[static_cast<std::size_t>(placed++)] = by_root[static_cast<std::size_t>(j)];
+      if (kr.kind != kernel_kind::control) continue;
+      const ir::frozen_construct& fc = p.construct(kr.construct);
+      for (int b = fc.first_region; b < fc.first_region + fc.region_count; ++b) {
+        out.region_begin[static_cast<std::size_t>(b)] = placed;
+        place_region(b, by_root, count, order, placed);
+        out.region_end[static_cast<std::size_t>(b)] = placed;
+      }
+    }
+  }
+
+  // The last kernel during which a read at kernel k (in region r) keeps `id` alive: reading a value from
+  // outside a region holds it until the region's last run, the end of its kernel range.
+  constexpr int read_until(int k, int r, int id) const {
+    const int def = region_of[static_cast<std::size_t>(id)];
+    int outermost = -1;
+    for (; r >= 0 && !contains(r, def); r = parent_of(r)) outermost = r;
+    return outermost < 0 ? k : std::max(k, out.region_end[static_cast<std::size_t>(outermost)] - 1);
+  }
+  constexpr int construct_end(const ir::frozen_construct& fc) const {
+    return out.region_end[static_cast<std::size_t>(fc.first_region + fc.region_count - 1)] - 1;
+  }
+  constexpr void read(int id, int until) {
+    out.last_reader[static_cast<std::size_t>(id)] = std::max(out.last_reader[static_cast<std::size_t>(id)], until);
+  }
+
+  // A scan's new carry `id` can be computed in its parameter's buffer (saving the copy back each step,
+  // which for a gradient accumulator is the size of a weight) when its kernel is the parameter's last
+  // reader and reads it only elementwise at the index it writes, and the parameter is no result itself.
+  // Returns that parameter, or -1.
+  constexpr int in_place_carry(int id) const {
+    const int r = region_of[static_cast<std::size_t>(id)];
+    if (r < 0) return -1;
+    const ir::frozen_region& reg = p.region(r);
+    const ir::frozen_construct& fc = p.construct(reg.construct);
+    if (fc.kind != ir::construct_kind::scan) return -1;
+    int param = -1;
+    for (int k = 0; k < fc.carries && param < 0; ++k)
+      if (p.region_int(reg.results + k) == id) param = p.region_int(reg.params + k);
+    if (param < 0 || !(nd(param).shape == nd(id).shape) || nd(param).dtype != nd(id).dtype) return -1;
+    for (int j = 0; j < reg.result_count; ++j)
+      if (p.region_int(reg.results + j) == param) return -1;
+    const int k = out.kernel_of[static_cast<std::size_t>(id)];
+    const kernel& kr = out.kernels[static_cast<std::size_t>(k)];
+    if ((kr.kind != kernel_kind::loop && kr.kind != kernel_kind::contraction) || out.last_reader[static_cast<std::size_t>(param)] > k) return -1;
+    for (int m = 0; m < kr.member_count; ++m) {
+      const int member = out.members[static_cast<std::size_t>(kr.first_member + m)];
+      const ir::node& n = nd(member);
+      for (std::size_t a = 0; a < n.arity; ++a)
+        if (n.operands[a] == param && (n.prim->kind != ir::prim_kind::elementwise || !(n.shape == nd(param).shape) || member == kr.dot))
+          return -1;
+    }
+    return param;
+  }
+
   // Which kernels read each materialised node, then first-fit arena offsets over those lifetimes.
   constexpr void assign_buffers() {
     for (int k = 0; k < out.kernel_count; ++k) {
       const kernel& kr = out.kernels[static_cast<std::size_t>(k)];
+      if (kr.kind == kernel_kind::control) {  // inputs read while it runs; results at the end of each run
+        const ir::frozen_construct& fc = p.construct(kr.construct);
+        const int end = std::max(k, construct_end(fc));
+        for (int i = 0; i < fc.input_count; ++i) read(p.region_int(fc.inputs + i), read_until(end, kr.region, p.region_int(fc.inputs + i)));
+        if (fc.index >= 0) read(fc.index, read_until(k, kr.region, fc.index));
+        for (int b = fc.first_region; b < fc.first_region + fc.region_count; ++b) {
+          const ir::frozen_region& reg = p.region(b);
+          const int last = std::max(k, out.region_end[static_cast<std::size_t>(b)] - 1);
+          for (int i = 0; i < reg.result_count; ++i) read(p.region_int(reg.results + i), read_until(last, b, p.region_int(reg.results + i)));
+        }
+        continue;
+      }
       for (int m = 0; m < kr.member_count; ++m) {
         const ir::node& n = nd(out.members[static_cast<std::size_t>(kr.first_member + m)]);
         for (std::size_t a = 0; a < n.arity; ++a) {
           const auto operand = static_cast<std::size_t>(n.operands[a]);
-          if (out.kernel_of[operand] != k) out.last_reader[operand] = std::max(out.last_reader[operand], k);
+          if (out.kernel_of[operand] != k) read(n.operands[a], read_until(k, kr.region, n.operands[a]));
         }
       }
     }
@@ -301,8 +455,19 @@ struct builder {
         out.output_bytes += out.bytes(static_cast<int>(i));
         continue;
       }
-      const int from = out.kernel_of[i];
-      const int to = std::max(from, out.last_reader[i]);
+      int from = out.kernel_of[i];
+      int to = std::max(from, out.last_reader[i]);
+      if (n.prim->kind == ir::prim_kind::region_parameter) {  // filled by the control kernel, for the whole run
+        const int r = static_cast<int>(n.attr.ints[0]);
+        from = out.region_begin[static_cast<std::size_t>(p.construct(p.region(r).construct).first_region)] - 1;
+        to = std::max({from, out.last_reader[i], out.region_end[static_cast<std::size_t>(r)] - 1});
+      } else if (n.prim->kind == ir::prim_kind::control) {  // written during the whole run
+        to = std::max(to, construct_end(p.construct(static_cast<int>(n.attr.ints[0]))));
+      }
+      if (const int carry = in_place_carry(static_cast<int>(i)); carry >= 0) {  // the carry's own buffer
+        out.arena_offset[i] = out.arena_offset[static_cast<std::size_t>(carry)];
+        continue;
+      }
       const std::size_t size = (out.bytes(static_cast<int>(i)) + arena_alignment - 1) / arena_alignment * arena_alignment;
       std::size_t offset = 0;
       for (bool moved = true; moved;) {

@@ -55,7 +55,7 @@ constexpr tiling::kernel_description describe_kernel(const plan::plan<N, O>& p, 
     }
     case plan::kernel_kind::contraction: {
       const ir::node& dot = p.node(kr.dot);
-      const prim::dot_layout l = prim::layout_of(dot, p.node(dot.operand(0)), p.node(dot.operand(1)));
+      const ir::gemm_extent l = dot.prim->extent(dot, p.node(dot.operand(0)), p.node(dot.operand(1)));
       tiling::kernel_description m = tiling::matmul_kernel(d.name, l.batch * l.m, l.n, l.k, dot.operand_dtype, dot.operand_dtype, root.dtype);
       for (std::size_t e = 0; e < epilogue_count; ++e) {
         const ir::node& operand = p.node(epilogue[e]);

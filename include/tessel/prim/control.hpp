@@ -1,0 +1,89 @@
+#pragma once
+// region_parameter and control: the two primitives of control flow (scan, switch; transform/scan.hpp,
+// transform/cond.hpp). A construct's bodies are traced once into the program's own table as regions
+// (ir/graph.hpp); region_parameter is a value the construct feeds a body each time it runs it (a carry, a
+// slice of xs, a branch operand) and control is one output of the construct (a final carry, stacked ys,
+// the taken branch's result). Neither has kernels: the planner plans each region as a range of kernels and
+// the executor runs that range per step (scan) or for the chosen branch (switch). Gradients go through the
+// whole construct at once (autodiff.hpp), not through these nodes one by one.
+
+#include "tessel/ir/tracer.hpp"
+
+namespace tessel::prim {
+
+inline constexpr ir::primitive region_parameter_p{.name = "region_parameter", .kind = ir::prim_kind::region_parameter,
+                                                  .flops_per_element = 0};
+inline constexpr ir::primitive control_p{.name = "control", .kind = ir::prim_kind::control, .flops_per_element = 0};
+
+namespace control {
+
+// A new construct, run inside the region being traced now.
+constexpr int new_construct(ir::graph_builder& g, ir::construct_kind kind) {
+  ir::construct_record c;
+  c.kind = kind;
+  c.parent = g.current_region();
+  c.first_node = static_cast<int>(g.size());
+  g.constructs.push_back(c);
+  return static_cast<int>(g.constructs.size() - 1);
+}
+
+// Opens the next region (body or branch) of construct c; nodes traced until close_region go into it.
+constexpr int open_region(ir::graph_builder& g, int c) {
+  ir::region_record r;
+  r.construct = c;
+  g.regions.push_back(r);
+  const int id = static_cast<int>(g.regions.size() - 1);
+  ir::construct_record& cr = g.constructs[static_cast<std::size_t>(c)];
+  if (cr.region_count == 0) cr.first_region = id;
+  ++cr.region_count;
+  g.open_regions.push_back(id);
+  return id;
+}
+
+constexpr int region_parameter(ir::graph_builder& g, int r, ir::dtype_code dtype, const ir::dims& shape) {
+  ir::node n;
+  n.prim = &region_parameter_p;
+  n.dtype = n.operand_dtype = dtype;
+  n.shape = shape;
+  n.attr.push(r);
+  n.attr.push(static_cast<std::int64_t>(g.regions[static_cast<std::size_t>(r)].params.size()));
+  const int id = g.add_parameter(n);
+  g.regions[static_cast<std::size_t>(r)].params.push_back(id);
+  return id;
+}
+
+constexpr void close_region(ir::graph_builder& g, int r, const std::vector<int>& results) {
+  g.regions[static_cast<std::size_t>(r)].results = results;
+  g.open_regions.pop_back();
+}
+
+// The construct's next output (output o is result o of the region that ran).
+constexpr int output(ir::graph_builder& g, int c, ir::dtype_code dtype, const ir::dims& shape) {
+  ir::node n;
+  n.prim = &control_p;
+  n.dtype = n.operand_dtype = dtype;
+  n.shape = shape;
+  n.attr.push(c);
+  n.attr.push(static_cast<std::int64_t>(g.constructs[static_cast<std::size_t>(c)].outputs.size()));
+  const int id = g.add(n);
+  g.constructs[static_cast<std::size_t>(c)].outputs.push_back(id);
+  return id;
+}
+
+// A shape with `length` prepended (a scan's stacked ys).
+constexpr ir::dims stacked(std::size_t length, const ir::dims& s) {
+  ir::dims out;
+  out.rank = static_cast<std::uint8_t>(s.rank + 1);
+  out.d[0] = length;
+  for (std::size_t i = 0; i < s.rank; ++i) out.d[i + 1] = s.d[i];
+  return out;
+}
+constexpr ir::dims unstacked(const ir::dims& s) {
+  ir::dims out;
+  out.rank = static_cast<std::uint8_t>(s.rank - 1);
+  for (std::size_t i = 1; i < s.rank; ++i) out.d[i - 1] = s.d[i];
+  return out;
+}
+
+}  // namespace control
+}  // namespace tessel::prim
