@@ -2,6 +2,8 @@
 // 64, batch 32, every weight and bias its own argument. bench/compile/measure compiles it at DEPTH = 30
 // (a 30-layer residual chain must compile: TARGETS.md).
 //   g++ -std=c++20 -O2 -Iinclude -DDEPTH=30 -c bench/compile/residual_chain.cpp
+// With -DGRAD: value_and_grad of mean(chain(x, params)) with respect to every weight and bias (the
+// parameters passed as one std::tuple tree), the gradient step's program.
 #include <cstddef>
 #include <iostream>
 #include <tuple>
@@ -9,6 +11,7 @@
 
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
+#include <tessel/transform/grad.hpp>
 #include <tessel/transform/jit.hpp>
 
 #ifndef DEPTH
@@ -41,8 +44,20 @@ int main() {
   const auto x = tensor<float, shape<batch, width>>::full(0.5f);
   const auto w = tensor<float, shape<width, width>>::full(1.0f / width);
   const auto b = tensor<float, shape<width>>::full(0.01f);
+#ifdef GRAD
+  const auto params = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::make_tuple(weight_or_bias<I>(w, b)...);
+  }(std::make_index_sequence<2 * depth>{});
+  const auto loss = [](auto x, auto p) {
+    return tessel::mean(std::apply([&](auto... q) { return chain(x, q...); }, p));
+  };
+  const auto [value, grads] = tessel::value_and_grad<1>(loss)(x, params);
+  const auto& y = std::get<0>(grads);
+  std::cout << "loss " << value[0] << ", ";
+#else
   const auto y = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return tessel::jit(chain)(x, weight_or_bias<I>(w, b)...);
   }(std::make_index_sequence<2 * depth>{});
+#endif
   std::cout << "residual_chain DEPTH=" << depth << ": y[0,0] = " << y(0, 0) << "\n";
 }

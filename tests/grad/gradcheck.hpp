@@ -59,9 +59,24 @@ template <class S>
   return ::testing::AssertionSuccess();
 }
 
+// The gradient checker's table: every primitive that occurs in a loss check_gradient checks, recorded
+// from the loss's traced program before main runs (primitive_table_test.cpp compares it with
+// tessel::all_primitives, so a new primitive cannot be added without a gradient check).
+inline std::vector<const ir::primitive*>& checked_primitives() {
+  static std::vector<const ir::primitive*> table;
+  return table;
+}
+template <class Loss, class... A>
+inline const bool primitives_recorded = [] {
+  using traced = typename decltype(jit(Loss{}))::template traced_for<A...>;
+  for (const ir::node& n : traced::program.nodes) checked_primitives().push_back(n.prim);
+  return true;
+}();
+
 // Checks d loss / d (argument 0) of `loss(x, rest...)`; `ref` computes the same loss in double.
 template <class Loss, class X, class... Rest>
 void check_gradient(Loss loss, const reference_loss& ref, const X& x, const Rest&... rest) {
+  (void)primitives_recorded<Loss, X, Rest...>;
   const auto g = tessel::grad<0>(loss)(x, rest...);
   std::vector<std::vector<double>> args{to_doubles(x), to_doubles(rest)...};
   const std::vector<double> fd = finite_difference(ref, args, 0);
@@ -75,6 +90,16 @@ void check_gradient(Loss loss, const reference_loss& ref, const X& x, const Rest
   double dot = 0;
   for (std::size_t i = 0; i < X::size; ++i) dot += fd[i] * v[i];
   EXPECT_NEAR(tangent[0], dot, 2e-3 * (1 + std::abs(dot))) << "JVP against the finite-difference directional derivative";
+  // <vjp(1), v> = <1, jvp(v)>: the two modes agree with each other (to f32 rounding; a loss through
+  // bf16 rounds its tangent, not its cotangent, to bf16).
+  constexpr bool through_bf16 = [] {
+    for (const ir::node& n : decltype(jit(Loss{}))::template traced_for<X, Rest...>::program.nodes)
+      if (n.dtype == ir::dtype_code::bf16) return true;
+    return false;
+  }();
+  double vjp_dot = 0;
+  for (std::size_t i = 0; i < X::size; ++i) vjp_dot += static_cast<double>(g[i]) * v[i];
+  EXPECT_NEAR(tangent[0], vjp_dot, (through_bf16 ? 1e-2 : 1e-4) * (1 + std::abs(vjp_dot))) << "JVP against VJP";
 }
 
 }  // namespace tessel::testing

@@ -12,8 +12,26 @@
 
 #include "tessel/ir/graph.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/optimization_barrier.hpp"
+#include "tessel/prim/remat.hpp"
 
 namespace tessel::autodiff {
+
+// Calls: nodes whose reverse rule sends cotangents to the function inputs named in their attributes,
+// [input count, input ids..., rule-specific...], rather than through their operands (operand 0 is
+// the function's result, which is not differentiated): custom_vjp (transform/custom_vjp.hpp) and
+// checkpoint (prim/remat.hpp).
+constexpr bool is_custom_vjp(const ir::primitive& p) { return p.name == "custom_vjp_call"; }
+constexpr bool is_call(const ir::primitive& p) { return &p == &prim::remat_p || is_custom_vjp(p); }
+constexpr int call_input_count(const ir::node& n) { return static_cast<int>(n.attr.ints[0]); }
+constexpr int call_input(const ir::node& n, int k) { return static_cast<int>(n.attr.ints[static_cast<std::size_t>(1 + k)]); }
+
+// Control flow (transform/control_vjp.hpp): a construct's output depends on its inputs and on what its
+// bodies read from outside, through the bodies' results; its reverse rule runs once for all its outputs.
+constexpr bool construct_depends(const ir::graph_builder& g, const ir::node& output, const std::vector<char>& active);
+struct pulled;
+constexpr std::vector<pulled> construct_pull(ir::graph_builder& g, int id, const std::vector<int>& cts, const std::vector<char>& active);
+constexpr void construct_jvp(ir::graph_builder& g, int id, std::vector<int>& tangents);
 
 // Which nodes depend on the `wrt` nodes (only those carry derivatives).
 // vector<char>, not vector<bool>: clang 16 cannot evaluate libstdc++ 12's vector<bool> in constant expressions.
@@ -25,34 +43,154 @@ constexpr std::vector<char> active_nodes(const ir::graph_builder& g, std::size_t
     const ir::node& n = g[static_cast<int>(i)];
     for (std::size_t a = 0; a < n.arity; ++a)
       if (active[static_cast<std::size_t>(n.operands[a])]) active[i] = true;
+    if (is_call(*n.prim))
+      for (int k = 0; k < call_input_count(n); ++k)
+        if (active[static_cast<std::size_t>(call_input(n, k))]) active[i] = true;
+    if (n.prim->kind == ir::prim_kind::control && construct_depends(g, n, active)) active[i] = true;
   }
   return active;
 }
 
-// Cotangents of `wrt` given the cotangent `seed` of node `out` (-1 entries: no dependence, zero).
-constexpr std::vector<int> reverse(ir::graph_builder& g, int out, int seed, const std::vector<int>& wrt) {
-  const std::size_t end = static_cast<std::size_t>(out) + 1;
+// A cotangent `ct` that node `target` receives.
+struct pulled {
+  int target;
+  int ct;
+};
+
+constexpr std::vector<pulled> pull(ir::graph_builder& g, int id, int ct);
+
+// Reverse mode through a checkpoint node: recompute the function's nodes after `ct` (optimization
+// barriers on the values they read from outside, so the copies are new nodes, scheduled late), keeping
+// only what the policy saves, and differentiate the copies. Returns the cotangents of the inputs.
+constexpr std::vector<pulled> remat_pull(ir::graph_builder& g, int id, int ct) {
+  const ir::node call = g[id];
+  const int k = call_input_count(call);
+  const auto policy = static_cast<prim::remat_policy>(call.attr.ints[static_cast<std::size_t>(1 + k)]);
+  const int out = call.operands[0];
+  if (policy == prim::remat_policy::everything_saveable) return {pulled{out, ct}};  // the forward nodes, as without checkpoint
+  int lo = out;
+  for (int j = 0; j < k; ++j) lo = call_input(call, j) < lo ? call_input(call, j) : lo;
+  const std::size_t span = static_cast<std::size_t>(out - lo + 1);
+  auto at = [lo](int i) { return static_cast<std::size_t>(i - lo); };
+  std::vector<char> is_input(span, false), dep(span, false), seg(span, false), saved(span, false);
+  for (int j = 0; j < k; ++j) is_input[at(call_input(call, j))] = dep[at(call_input(call, j))] = true;
+  for (int i = lo; i <= out; ++i) {
+    const ir::node& n = g[i];
+    for (std::size_t a = 0; a < n.arity && !dep[at(i)]; ++a) dep[at(i)] = n.operands[a] >= lo && dep[at(n.operands[a])];
+  }
+  // The function's nodes: on a path from an input to the result.
+  std::vector<char> need(span, false);
+  need[at(out)] = true;
+  for (int i = out; i >= lo; --i) {
+    if (!need[at(i)] || !dep[at(i)] || is_input[at(i)]) continue;
+    seg[at(i)] = true;
+    const ir::node& n = g[i];
+    for (std::size_t a = 0; a < n.arity; ++a)
+      if (n.operands[a] >= lo) need[at(n.operands[a])] = true;
+    if (is_call(*n.prim))
+      for (int c = 0; c < call_input_count(n); ++c)
+        if (call_input(n, c) >= lo) need[at(call_input(n, c))] = true;
+    saved[at(i)] = policy == prim::remat_policy::dots_saveable && n.prim->kind == ir::prim_kind::contraction;
+  }
+  // The copies. value[i]: what a recomputed node reads for node i; copy[i]: the node whose rule runs.
+  std::vector<int> value(span, -1), copy(span, -1), barrier(span, -1);
+  auto value_of = [&](int o) {
+    if (o < lo || (!is_input[at(o)] && !seg[at(o)])) return o;  // a constant of the function
+    if (is_input[at(o)] || saved[at(o)]) {
+      if (barrier[at(o)] < 0) barrier[at(o)] = prim::build::optimization_barrier(g, o, ct);
+      return barrier[at(o)];
+    }
+    return value[at(o)];
+  };
+  for (int i = lo; i <= out; ++i) {
+    if (!seg[at(i)]) continue;
+    ir::node m = g[i];
+    for (std::size_t a = 0; a < m.arity; ++a) m.operands[a] = value_of(m.operands[a]);
+    copy[at(i)] = g.add(m);
+    if (!saved[at(i)]) value[at(i)] = copy[at(i)];
+  }
+  // The backward pass over the copies; cotangents are kept by forward id.
+  std::vector<int> cts(span, -1);
+  cts[at(out)] = ct;
+  for (int i = out; i >= lo; --i) {
+    if (!seg[at(i)] || cts[at(i)] < 0) continue;
+    const ir::node n = g[i];
+    std::vector<pulled> back;
+    if (is_call(*n.prim)) {
+      back = pull(g, i, cts[at(i)]);  // a nested call reads the forward values its attributes name
+    } else {
+      const std::vector<pulled> from_copy = pull(g, copy[at(i)], cts[at(i)]);
+      for (std::size_t a = 0; a < from_copy.size(); ++a) back.push_back(pulled{n.operands[a], from_copy[a].ct});
+    }
+    for (const pulled& p : back)
+      if (p.ct >= 0 && p.target >= lo && (seg[at(p.target)] || is_input[at(p.target)]))
+        cts[at(p.target)] = prim::build::add(g, cts[at(p.target)], p.ct);
+  }
+  std::vector<pulled> result;  // each input once, though f may take it twice
+  for (int j = 0; j < k; ++j) {
+    bool repeated = false;
+    for (int e = 0; e < j; ++e) repeated = repeated || call_input(call, e) == call_input(call, j);
+    if (!repeated) result.push_back(pulled{call_input(call, j), cts[at(call_input(call, j))]});
+  }
+  return result;
+}
+
+// The cotangents node `id` sends back, given its own: to its operands, or to a call's inputs.
+constexpr std::vector<pulled> pull(ir::graph_builder& g, int id, int ct) {
+  const ir::node n = g[id];  // a copy: rules add nodes, which may move the table
+  std::vector<pulled> out;
+  if (n.prim == &prim::remat_p) return remat_pull(g, id, ct);
+  if (is_custom_vjp(*n.prim)) {
+    // The user's rule gives one input's cotangent per call: [k, -2, -1] in, [cotangent, ...] out
+    // (its nodes are the same each time, so the repeated calls add nothing to the graph).
+    for (int j = 0; j < call_input_count(n); ++j) {
+      std::array<int, ir::max_operands> io{j, -2, -1};
+      n.prim->vjp(g, id, ct, io);
+      out.push_back(pulled{call_input(n, j), io[0]});
+    }
+    return out;
+  }
+  if (n.prim->vjp == nullptr) {
+    if (n.prim->differentiable && n.arity > 0) g.report_missing(n.prim, "VJP");
+    return out;
+  }
+  std::array<int, ir::max_operands> contributions{-1, -1, -1};
+  n.prim->vjp(g, id, ct, contributions);
+  for (std::size_t a = 0; a < n.arity; ++a) out.push_back(pulled{n.operands[a], contributions[a]});
+  return out;
+}
+
+// Cotangents of `wrt` given cotangents of several nodes (seeds: target node, cotangent); only nodes at or
+// above `floor` pass cotangents on (a body's backward pass stops at the values it reads from outside).
+constexpr std::vector<int> reverse(ir::graph_builder& g, const std::vector<pulled>& seeds, const std::vector<int>& wrt, int floor = 0) {
+  std::size_t end = 0;
+  for (const pulled& s : seeds) end = static_cast<std::size_t>(s.target) + 1 > end ? static_cast<std::size_t>(s.target) + 1 : end;
+  for (int w : wrt) end = static_cast<std::size_t>(w) + 1 > end ? static_cast<std::size_t>(w) + 1 : end;
   const std::vector<char> active = active_nodes(g, end, wrt);
   std::vector<int> ct(end, -1);
-  ct[static_cast<std::size_t>(out)] = seed;
-  for (std::size_t i = end; i-- > 0;) {
-    if (ct[i] < 0 || !active[i]) continue;
-    const ir::node n = g[static_cast<int>(i)];  // a copy: rules add nodes, which may move the table
-    if (n.prim->vjp == nullptr) {
-      if (n.prim->differentiable && n.arity > 0) g.report_missing(n.prim, "VJP");
-      continue;
-    }
-    std::array<int, ir::max_operands> contributions{-1, -1, -1};
-    n.prim->vjp(g, static_cast<int>(i), ct[i], contributions);
-    for (std::size_t a = 0; a < n.arity; ++a) {
-      const auto operand = static_cast<std::size_t>(n.operands[a]);
-      if (contributions[a] < 0 || !active[operand]) continue;
-      ct[operand] = prim::build::add(g, ct[operand], contributions[a]);
+  for (const pulled& s : seeds)
+    if (s.ct >= 0) ct[static_cast<std::size_t>(s.target)] = prim::build::add(g, ct[static_cast<std::size_t>(s.target)], s.ct);
+  for (std::size_t i = end; i-- > static_cast<std::size_t>(floor);) {
+    const bool control = g[static_cast<int>(i)].prim->kind == ir::prim_kind::control;
+    if ((ct[i] < 0 && !control) || !active[i]) continue;
+    // Named, not a range over `control ? a() : b()`: GCC 12 frees that temporary too early in constant evaluation.
+    std::vector<pulled> back;
+    if (control) back = construct_pull(g, static_cast<int>(i), ct, active);
+    else back = pull(g, static_cast<int>(i), ct[i]);
+    for (const pulled& p : back) {
+      const auto target = static_cast<std::size_t>(p.target);
+      if (p.ct < 0 || !active[target]) continue;
+      ct[target] = prim::build::add(g, ct[target], p.ct);
     }
   }
   std::vector<int> result;
   for (int w : wrt) result.push_back(ct[static_cast<std::size_t>(w)]);
   return result;
+}
+
+// Cotangents of `wrt` given the cotangent `seed` of node `out` (-1 entries: no dependence, zero).
+constexpr std::vector<int> reverse(ir::graph_builder& g, int out, int seed, const std::vector<int>& wrt) {
+  return reverse(g, std::vector<pulled>{pulled{out, seed}}, wrt);
 }
 
 // The tangent of node `out` given tangents of the `wrt` nodes (-1: zero).
@@ -62,6 +200,10 @@ constexpr int forward(ir::graph_builder& g, int out, const std::vector<int>& wrt
   for (std::size_t k = 0; k < wrt.size(); ++k) t[static_cast<std::size_t>(wrt[k])] = tangents[k];
   for (std::size_t i = 0; i < end; ++i) {
     const ir::node n = g[static_cast<int>(i)];
+    if (n.prim->kind == ir::prim_kind::control) {  // the tangents of all the construct's outputs at once
+      construct_jvp(g, static_cast<int>(i), t);
+      continue;
+    }
     if (t[i] >= 0 || n.arity == 0) continue;
     std::array<int, ir::max_operands> in{-1, -1, -1};
     bool any = false;
@@ -80,3 +222,5 @@ constexpr int forward(ir::graph_builder& g, int out, const std::vector<int>& wrt
 }
 
 }  // namespace tessel::autodiff
+
+#include "tessel/transform/control_vjp.hpp"  // the construct rules declared above (it includes this file first)

@@ -1,0 +1,46 @@
+#pragma once
+// materialize: the identity, as a kernel of its own. Its operand is stored to a buffer where it stands
+// in the table (a layout kernel reads whole buffers, so the operand cannot fuse into a later consumer),
+// then copied. Running sums use it to stay one buffer: without it, acc + g1 + g2 + ... fuses into one
+// loop at the end, which keeps every g alive until then (transform/accumulate.hpp).
+//
+//   acc = materialize(acc + g)   // computed now, into its own buffer
+
+#include <array>
+#include <cstring>
+
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
+
+namespace tessel {
+namespace prim {
+
+inline void run_materialize(const ir::node& n, const ir::node* const*, const void* const* in, void* out) {
+  std::memcpy(out, in[0], n.shape.size() * ir::bytes_of(n.dtype));
+}
+constexpr void materialize_vjp(ir::graph_builder&, int, int ct, std::array<int, ir::max_operands>& out) { out[0] = ct; }
+constexpr int materialize_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
+constexpr int materialize_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& operands,
+                                const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  ir::node b = n;
+  b.operands[0] = operands[0];
+  b.shape = g[operands[0]].shape;
+  out_axis = axes[0];
+  return g.add(b);
+}
+
+inline constexpr ir::primitive materialize_p{.name = "materialize",
+                                             .kind = ir::prim_kind::layout,
+                                             .run = &run_materialize,
+                                             .vjp = &materialize_vjp,
+                                             .jvp = &materialize_jvp,
+                                             .batch = &materialize_batch,
+                                             .flops_per_element = 0};
+}  // namespace prim
+
+template <Traced X>
+constexpr X materialize(X x) {
+  return X{x.graph, prim::build::make(*x.graph, prim::materialize_p, x.graph->operator[](x.id).dtype,
+                                      x.graph->operator[](x.id).shape, {x.id})};
+}
+}  // namespace tessel

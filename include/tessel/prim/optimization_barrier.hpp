@@ -1,0 +1,58 @@
+#pragma once
+// optimization_barrier (lax.optimization_barrier, as checkpoint uses it): the value of x, as a new node
+// that comes after `after` in the table. Its attribute names `after`'s node, so it is distinct from x
+// and from barriers after other nodes (hash-consing cannot merge a recomputation back into the forward
+// pass), and since it is emitted after `after`, every kernel computing from it is planned after
+// `after`'s (plan.hpp runs kernels in table order). Checkpoint (transform/remat.hpp) orders its
+// recomputation after the cotangent that starts a segment's backward pass, so recomputed forward values
+// are made late, next to the backward kernels that read them, and the forward pass's copies die early.
+// Elementwise identity: it fuses into its consumers (a copy only when a GEMM reads it).
+//
+//   x2 = optimization_barrier(x, ct)   // x's value, computed after ct
+
+#include <array>
+#include <cstring>
+
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/build.hpp"
+
+namespace tessel {
+namespace prim {
+
+inline void evaluate_optimization_barrier(const ir::node& n, const void* const* in, void* out, std::size_t count) {
+  std::memcpy(out, in[0], count * (n.dtype == ir::dtype_code::pred ? 1 : 4));  // tiles: 4-byte values, pred 1 byte
+}
+constexpr void optimization_barrier_vjp(ir::graph_builder&, int, int ct, std::array<int, ir::max_operands>& out) { out[0] = ct; }
+constexpr int optimization_barrier_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
+constexpr int optimization_barrier_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& operands,
+                                         const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  ir::node b = n;
+  b.operands[0] = operands[0];
+  b.shape = g[operands[0]].shape;
+  out_axis = axes[0];
+  return g.add(b);
+}
+
+inline constexpr ir::primitive optimization_barrier_p{.name = "optimization_barrier",
+                                                      .kind = ir::prim_kind::elementwise,
+                                                      .evaluate = &evaluate_optimization_barrier,
+                                                      .vjp = &optimization_barrier_vjp,
+                                                      .jvp = &optimization_barrier_jvp,
+                                                      .batch = &optimization_barrier_batch,
+                                                      .flops_per_element = 0};
+
+namespace build {
+// x's value, ordered after node `after` and distinct from x.
+constexpr int optimization_barrier(ir::graph_builder& g, int x, int after) {
+  ir::attributes a;
+  a.push(after);
+  return make(g, optimization_barrier_p, g[x].dtype, g[x].shape, {x}, a);
+}
+}  // namespace build
+}  // namespace prim
+
+template <Traced X, Traced D>
+constexpr X optimization_barrier(X x, D after) {
+  return X{x.graph, prim::build::optimization_barrier(*x.graph, x.id, after.id)};
+}
+}  // namespace tessel

@@ -1,0 +1,41 @@
+#pragma once
+// checkpoint (jax.checkpoint's primitive): marks the result of a rematerialised function. At run time
+// it is the identity on operand 0 (the function's result) and fuses away. Its attributes name the
+// policy and the function's inputs: [policy, input count, input ids...]. Reverse mode
+// (transform/autodiff.hpp) treats it as a call: instead of differentiating the forward nodes, it
+// recomputes them after the incoming cotangent (through optimization_barrier) and differentiates the
+// copy, keeping only what the policy saves. transform/remat.hpp has the user-facing checkpoint().
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "tessel/prim/build.hpp"
+
+namespace tessel::prim {
+
+enum class remat_policy : std::int64_t { nothing_saveable = 0, everything_saveable = 1, dots_saveable = 2 };
+
+// The identity on a tile of operand 0 (tiles hold 4-byte values, pred 1 byte).
+inline void evaluate_call_result(const ir::node& n, const void* const* in, void* out, std::size_t count) {
+  std::memcpy(out, in[0], count * (n.dtype == ir::dtype_code::pred ? 1 : 4));
+}
+constexpr int remat_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
+
+// vmap: the batched function without the marker (its attributes name nodes of the unbatched program), so
+// a batched checkpoint is differentiated like plain code, and a batched custom_vjp through the function.
+constexpr int call_batch(ir::graph_builder&, const ir::node&, const std::array<int, ir::max_operands>& operands,
+                         const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  out_axis = axes[0];
+  return operands[0];
+}
+
+// vjp is null: reverse mode handles the call itself (autodiff::pull), JVP is the identity's.
+inline constexpr ir::primitive remat_p{.name = "checkpoint",
+                                       .kind = ir::prim_kind::elementwise,
+                                       .evaluate = &evaluate_call_result,
+                                       .jvp = &remat_jvp,
+                                       .batch = &call_batch,
+                                       .flops_per_element = 0};
+
+}  // namespace tessel::prim

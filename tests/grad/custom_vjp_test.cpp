@@ -1,0 +1,99 @@
+// custom_vjp: the user's reverse rule replaces the derivative of the function's nodes; values, forward
+// mode and composition (jit, grad of grad) keep working.
+#include "gradcheck.hpp"
+#include "tessel/plan/dump.hpp"
+#include "tessel/transform/custom_vjp.hpp"
+
+namespace {
+using tessel::shape;
+using tessel::tensor;
+using tessel::testing::random_tensor;
+
+// softplus with a rule that reuses exp(x) from the forward pass.
+constexpr auto softplus = tessel::custom_vjp([](auto x) { return tessel::log(1.0f + tessel::exp(x)); },
+                                             [](auto x) {
+                                               auto e = tessel::exp(x);
+                                               return std::make_tuple(tessel::log(1.0f + e), e);
+                                             },
+                                             [](auto e, auto ct) { return std::make_tuple(ct * e / (1.0f + e)); });
+
+TEST(CustomVjp, ValueIsTheFunctionsAndGradientMatchesFiniteDifferences) {
+  const auto x = random_tensor<float, shape<4, 5>>(1, -3, 3);
+  const auto w = random_tensor<float, shape<4, 5>>(2);
+  const auto y = tessel::jit([](auto v) { return softplus(v); })(x);
+  for (std::size_t i = 0; i < 20; ++i) EXPECT_NEAR(y[i], std::log1p(std::exp(static_cast<double>(x[i]))), 1e-6);
+  tessel::testing::check_gradient([](auto v, auto u) { return tessel::sum(softplus(v) * u); },
+                                  [](const std::vector<std::vector<double>>& a) {
+                                    double s = 0;
+                                    for (std::size_t i = 0; i < a[0].size(); ++i) s += std::log1p(std::exp(a[0][i])) * a[1][i];
+                                    return s;
+                                  },
+                                  x, w);
+}
+
+// A deliberately different rule shows that bwd, not the function's nodes, is differentiated.
+constexpr auto clipped_identity = tessel::custom_vjp([](auto x) { return x * 1.0f; },
+                                                     [](auto x) { return std::make_tuple(x * 1.0f, std::tuple<>{}); },
+                                                     [](std::tuple<>, auto ct) { return std::make_tuple(ct * 0.25f); });
+
+TEST(CustomVjp, TheRuleIsUsedNotTheFunction) {
+  const auto x = random_tensor<float, shape<3>>(3);
+  const auto g = tessel::grad([](auto v) { return tessel::sum(clipped_identity(v) * 2.0f); })(x);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(g[i], 0.5f);
+}
+
+// Two arguments; the rule's cotangents go to each, and a shared argument accumulates.
+constexpr auto scaled_product = tessel::custom_vjp([](auto a, auto b) { return a * b; },
+                                                   [](auto a, auto b) { return std::make_tuple(a * b, std::make_tuple(a, b)); },
+                                                   [](auto res, auto ct) {
+                                                     auto [a, b] = res;
+                                                     return std::make_tuple(ct * b * 3.0f, ct * a * 5.0f);
+                                                   });
+
+TEST(CustomVjp, SeveralArgumentsAndAccumulation) {
+  const auto a = random_tensor<float, shape<2, 3>>(4);
+  const auto b = random_tensor<float, shape<2, 3>>(5);
+  const auto [ga, gb] = tessel::grad<0, 1>([](auto x, auto y) { return tessel::sum(scaled_product(x, y)); })(a, b);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(ga[i], 3 * b[i]);
+    EXPECT_FLOAT_EQ(gb[i], 5 * a[i]);
+  }
+  // f(x, x): both cotangents reach x.
+  const auto gx = tessel::grad([](auto x) { return tessel::sum(scaled_product(x, x)); })(a);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_NEAR(gx[i], 8 * a[i], 1e-6);
+}
+
+TEST(CustomVjp, ForwardModeDifferentiatesTheFunction) {
+  const auto x = random_tensor<float, shape<3>>(6);
+  const auto v = random_tensor<float, shape<3>>(7);
+  const auto [y, t] = tessel::jit([](auto p, auto d) { return tessel::jvp(clipped_identity, std::make_tuple(p), std::make_tuple(d)); })(x, v);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(y[i], x[i]);
+    EXPECT_FLOAT_EQ(t[i], v[i]);
+  }
+}
+
+TEST(CustomVjp, GradOfGradDifferentiatesTheRule) {
+  // d/dx sum(softplus'(x)) = sigmoid'(x) = s (1 - s): the second derivative comes from bwd's nodes.
+  const auto x = random_tensor<float, shape<5>>(8, -2, 2);
+  const auto h = tessel::grad([](auto v) { return tessel::sum(tessel::grad([](auto u) { return tessel::sum(softplus(u)); })(v)); })(x);
+  for (std::size_t i = 0; i < 5; ++i) {
+    const double s = 1 / (1 + std::exp(-static_cast<double>(x[i])));
+    EXPECT_NEAR(h[i], s * (1 - s), 1e-5);
+  }
+}
+
+constexpr auto tree_sum = tessel::custom_vjp([](auto p) { return std::get<0>(p) + std::get<1>(p); },
+                                        [](auto p) { return std::make_tuple(std::get<0>(p) + std::get<1>(p), std::tuple<>{}); },
+                                        [](std::tuple<>, auto ct) { return std::make_tuple(std::make_tuple(ct * 2.0f, ct * 7.0f)); });
+
+TEST(CustomVjp, TreeArgument) {
+  using p_t = std::tuple<tensor<float, shape<3>>, tensor<float, shape<3>>>;
+  p_t p{random_tensor<float, shape<3>>(9), random_tensor<float, shape<3>>(10)};
+  const auto g = tessel::grad([](auto q) { return tessel::sum(tree_sum(q)); })(p);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(std::get<0>(g)[i], 2.0f);
+    EXPECT_FLOAT_EQ(std::get<1>(g)[i], 7.0f);
+  }
+}
+}  // namespace
