@@ -46,7 +46,20 @@ inline void run_argmax(const ir::node& n, const ir::node* const* operands, const
   }
 }
 
-inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax, .differentiable = false};
+// vmap: the axis shifts past the batch axis.
+constexpr int argmax_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                           const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  const auto b = static_cast<std::size_t>(axes[0]);
+  const auto a = static_cast<std::size_t>(n.attr.ints[0]);
+  const std::size_t moved = a < b ? a : a + 1;
+  ir::attributes attr;
+  attr.push(static_cast<std::int64_t>(moved));
+  out_axis = static_cast<int>(a < b ? b - 1 : b);
+  return build::make(g, *n.prim, n.dtype, batching::drop_axis(g[ops[0]].shape, moved), {ops[0]}, attr, n.operand_dtype, true);
+}
+
+inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax, .batch = &argmax_batch,
+                                        .differentiable = false};
 }  // namespace prim
 
 template <long Axis, Traced X>

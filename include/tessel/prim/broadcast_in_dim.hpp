@@ -9,6 +9,7 @@
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 
 namespace tessel {
 namespace prim {
@@ -33,10 +34,28 @@ constexpr int broadcast_in_dim_jvp(ir::graph_builder& g, int node, const std::ar
   return build::broadcast_in_dim(g, t[0], n.shape, dims);
 }
 
+// vmap: the batch axis goes right after the result axis of the operand axis before it, so the
+// broadcast dimensions stay increasing and no transpose is needed.
+constexpr int broadcast_in_dim_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                                     const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  const auto b = static_cast<std::size_t>(axes[0]);
+  const std::size_t size = g[ops[0]].shape.d[b];
+  const std::size_t p = b == 0 ? 0 : static_cast<std::size_t>(n.attr.ints[b - 1]) + 1;
+  std::array<std::int64_t, ir::max_rank> dims{};
+  for (std::size_t i = 0; i < n.attr.count; ++i) {
+    const auto d = static_cast<std::size_t>(n.attr.ints[i]);
+    dims[i < b ? i : i + 1] = static_cast<std::int64_t>(d < p ? d : d + 1);
+  }
+  dims[b] = static_cast<std::int64_t>(p);
+  out_axis = static_cast<int>(p);
+  return build::broadcast_in_dim(g, ops[0], batching::insert_axis(n.shape, p, size), dims);
+}
+
 inline constexpr ir::primitive broadcast_in_dim_p{.name = "broadcast_in_dim",
                                                   .kind = ir::prim_kind::broadcast,
                                                   .vjp = &broadcast_in_dim_vjp,
                                                   .jvp = &broadcast_in_dim_jvp,
+                                                  .batch = &broadcast_in_dim_batch,
                                                   .flops_per_element = 0};
 
 template <class X, class Out, std::size_t... Dims>

@@ -72,7 +72,8 @@ inline constexpr ir::primitive convert_element_type_p{.name = "convert_element_t
                                                       .kind = ir::prim_kind::elementwise,
                                                       .evaluate = &evaluate_convert,
                                                       .vjp = &convert_vjp,
-                                                      .jvp = &convert_jvp};
+                                                      .jvp = &convert_jvp,
+                                                      .batch = &batching::elementwise};
 }  // namespace prim
 
 template <class U, Traced X>

@@ -33,6 +33,7 @@
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/conv_general.hpp"
 
 namespace tessel {
@@ -354,32 +355,43 @@ constexpr int reduce_window_sum_transpose_jvp(ir::graph_builder& g, int node, co
   return t[0] < 0 ? -1 : build::sum_pool_transpose(g, t[0], n.attr, n.shape);
 }
 
+// vmap: every operand carries the image axis N, so the batch folds into it and the node runs once.
+constexpr int pool_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                         const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  return batching::fold_leading(g, n, ops, axes, {true, true, true}, out_axis);
+}
+
 inline constexpr ir::primitive reduce_window_max_p{.name = "reduce_window_max",
                                                    .kind = ir::prim_kind::layout,
                                                    .run = &run_reduce_window_max,
                                                    .vjp = &reduce_window_max_vjp,
-                                                   .jvp = &reduce_window_max_jvp};
+                                                   .jvp = &reduce_window_max_jvp,
+                                                   .batch = &pool_batch};
 inline constexpr ir::primitive select_and_scatter_add_p{.name = "select_and_scatter_add",
                                                         .kind = ir::prim_kind::layout,
                                                         .run = &run_select_and_scatter_add,
                                                         .vjp = &select_and_scatter_add_vjp,
-                                                        .jvp = &select_and_scatter_add_jvp};
+                                                        .jvp = &select_and_scatter_add_jvp,
+                                                        .batch = &pool_batch};
 inline constexpr ir::primitive select_and_gather_add_p{.name = "select_and_gather_add",
                                                        .kind = ir::prim_kind::layout,
                                                        .run = &run_select_and_gather_add,
                                                        .vjp = &select_and_gather_add_vjp,
                                                        .jvp = &select_and_gather_add_jvp,
+                                                       .batch = &pool_batch,
                                                        .flops_per_element = 0};
 inline constexpr ir::primitive reduce_window_sum_p{.name = "reduce_window_sum",
                                                    .kind = ir::prim_kind::layout,
                                                    .run = &run_reduce_window_sum,
                                                    .vjp = &reduce_window_sum_vjp,
-                                                   .jvp = &reduce_window_sum_jvp};
+                                                   .jvp = &reduce_window_sum_jvp,
+                                                   .batch = &pool_batch};
 inline constexpr ir::primitive reduce_window_sum_transpose_p{.name = "reduce_window_sum_transpose",
                                                              .kind = ir::prim_kind::layout,
                                                              .run = &run_reduce_window_sum_transpose,
                                                              .vjp = &reduce_window_sum_transpose_vjp,
-                                                             .jvp = &reduce_window_sum_transpose_jvp};
+                                                             .jvp = &reduce_window_sum_transpose_jvp,
+                                                             .batch = &pool_batch};
 
 // ---- the type-level shape rule -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 
 namespace tessel {
 namespace prim {
@@ -17,8 +18,17 @@ constexpr int reshape_jvp(ir::graph_builder& g, int node, const std::array<int, 
   return t[0] < 0 ? -1 : build::reshape(g, t[0], g[node].shape);
 }
 
+// vmap: the batch axis to the front, then every element's reshape at once.
+constexpr int reshape_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                            const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  const auto b = static_cast<std::size_t>(axes[0]);
+  const std::size_t size = g[ops[0]].shape.d[b];
+  out_axis = 0;
+  return build::reshape(g, batching::move_axis(g, ops[0], b, 0), batching::insert_axis(n.shape, 0, size));
+}
+
 inline constexpr ir::primitive reshape_p{.name = "reshape", .kind = ir::prim_kind::reshape, .vjp = &reshape_vjp,
-                                         .jvp = &reshape_jvp, .flops_per_element = 0};
+                                         .jvp = &reshape_jvp, .batch = &reshape_batch, .flops_per_element = 0};
 }  // namespace prim
 
 template <class To, Traced X>

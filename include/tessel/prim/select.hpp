@@ -47,7 +47,7 @@ constexpr int select_jvp(ir::graph_builder& g, int node, const std::array<int, i
 }
 
 inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_select,
-                                        .vjp = &select_vjp, .jvp = &select_jvp};
+                                        .vjp = &select_vjp, .jvp = &select_jvp, .batch = &batching::elementwise};
 
 template <class P>
 consteval bool check_predicate() {

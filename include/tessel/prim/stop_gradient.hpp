@@ -17,6 +17,7 @@ inline void evaluate_identity(const ir::node& node, const void* const* in, void*
 inline constexpr ir::primitive stop_gradient_p{.name = "stop_gradient",
                                                .kind = ir::prim_kind::elementwise,
                                                .evaluate = &evaluate_identity,
+                                               .batch = &batching::elementwise,
                                                .differentiable = false,
                                                .flops_per_element = 0};
 }  // namespace prim

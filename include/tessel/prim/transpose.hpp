@@ -9,6 +9,7 @@
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 
 namespace tessel {
 namespace prim {
@@ -64,11 +65,24 @@ constexpr int transpose_jvp(ir::graph_builder& g, int node, const std::array<int
   return t[0] < 0 ? -1 : build::transpose(g, t[0], permutation_of(g[node]));
 }
 
+// vmap: the batch axis leads the result; the other axes are permuted as before.
+constexpr int transpose_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                              const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  const auto b = static_cast<std::size_t>(axes[0]);
+  const auto perm = permutation_of(n);
+  std::array<std::size_t, ir::max_rank> batched{};
+  batched[0] = b;
+  for (std::size_t i = 0; i < n.shape.rank; ++i) batched[i + 1] = perm[i] < b ? perm[i] : perm[i] + 1;
+  out_axis = 0;
+  return build::transpose(g, ops[0], batched);
+}
+
 inline constexpr ir::primitive transpose_p{.name = "transpose",
                                            .kind = ir::prim_kind::layout,
                                            .run = &run_transpose,
                                            .vjp = &transpose_vjp,
                                            .jvp = &transpose_jvp,
+                                           .batch = &transpose_batch,
                                            .flops_per_element = 0};
 }  // namespace prim
 

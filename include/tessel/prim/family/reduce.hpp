@@ -113,7 +113,8 @@ consteval ir::primitive reduce_primitive(std::string_view name, bool chooser) {
                        .combine = &combine<Rule>,
                        .init = &init<Rule>,
                        .vjp = chooser ? &chooser_vjp : &sum_vjp,
-                       .jvp = chooser ? &chooser_jvp : &sum_jvp};
+                       .jvp = chooser ? &chooser_jvp : &sum_jvp,
+                       .batch = &batching::reduction};
 }
 
 // Axes must be distinct and in range; negative axes count from the end.

@@ -1,0 +1,31 @@
+// Batching rules of the layout primitives (broadcast_in_dim, reshape, transpose, slice, pad,
+// concatenate) against a loop over slices.
+#include "vmap_check.hpp"
+
+namespace {
+using tessel::axes;
+using tessel::shape;
+using tessel::tensor;
+using tessel::testing::check_batching;
+using F34 = tensor<float, shape<3, 4>>;
+using F43 = tensor<float, shape<4, 3>>;
+using F4 = tensor<float, shape<4>>;
+using F3 = tensor<float, shape<3>>;
+
+TEST(VmapStructural, BroadcastReshapeTranspose) {
+  check_batching<F34>([](auto x) { return tessel::broadcast_in_dim<shape<3, 2, 4>, 0, 2>(x); });
+  check_batching<F3>([](auto x) { return tessel::broadcast_in_dim<shape<2, 3, 5>, 1>(x); });
+  check_batching<F34>([](auto x) { return tessel::reshape<shape<2, 6>>(x); });
+  check_batching<F34>([](auto x) { return tessel::transpose<1, 0>(x) * 2.0f; });
+}
+
+TEST(VmapStructural, SlicePadConcatenate) {
+  check_batching<F34>([](auto x) { return tessel::slice<std::array{1, 0}, std::array{3, 4}, std::array{1, 2}>(x); });
+  check_batching<F34>([](auto x) { return tessel::pad<std::array{tessel::pad_axis{1, 0, 1}, tessel::pad_axis{0, 2, 0}}>(x, 0.5f); });
+  // A padding value that is mapped too: each element is padded with its own scalar.
+  check_batching<F34, tensor<float, shape<>>>(
+      [](auto x, auto v) { return tessel::pad<std::array{tessel::pad_axis{1, 0, 0}, tessel::pad_axis{0, 1, 0}}>(x, v); });
+  check_batching<F34, F34, F34>([](auto a, auto b, auto c) { return tessel::concatenate<1>(a, b, c); });
+  check_batching<F34, F34>([](auto a, auto b) { return tessel::concatenate<0>(a, b * 2.0f); });
+}
+}  // namespace
