@@ -4,3 +4,4 @@
 #include "tessel/random/distributions.hpp"
 #include "tessel/random/key.hpp"
 #include "tessel/random/threefry.hpp"
+#include "tessel/random/traced.hpp"

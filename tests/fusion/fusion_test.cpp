@@ -129,3 +129,23 @@ TEST(Fusion, LargeLoopsRunOnEveryCore) {
   for (std::size_t i = 0; i < x.size; i += 4099) ASSERT_NEAR(y[i], std::tanh(x[i]) * 3 - 1, 1e-6);
 }
 }  // namespace
+
+namespace {
+// A convolution with its bias and relu: one kernel, the epilogue applied to each block of output rows;
+// the values equal the convolution's (run as its own kernel) followed by the epilogue.
+TEST(Fusion, ConvBiasReluIsOneKernel) {
+  using tessel::padding::same;
+  using tessel::stride;
+  const auto fused = [](auto x, auto w, auto b) { return tessel::relu(tessel::conv_general<stride<1, 1>, same>(x, w) + b); };
+  const auto conv = [](auto x, auto w) { return tessel::conv_general<stride<1, 1>, same>(x, w); };
+  const auto x = random_tensor<float, shape<3, 12, 12, 5>>(11);
+  const auto w = random_tensor<float, shape<3, 3, 5, 16>>(12);
+  const auto b = random_tensor<float, shape<16>>(13);
+  constexpr auto& p = decltype(jit(fused))::traced_for<decltype(x), decltype(w), decltype(b)>::plan;
+  static_assert(p.kernel_count == 1 && p.kernels[0].kind == tessel::plan::kernel_kind::contraction);
+  static_assert(p.arena_bytes == 0, "no buffer between the convolution and its epilogue");
+  const auto y = jit(fused)(x, w, b);
+  const auto c = jit(conv)(x, w);
+  for (std::size_t i = 0; i < decltype(y)::size; ++i) ASSERT_EQ(y[i], std::max(0.0f, c[i] + b[i % 16])) << i;
+}
+}  // namespace

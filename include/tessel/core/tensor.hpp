@@ -29,6 +29,12 @@ namespace tessel {
 
 inline constexpr std::size_t tensor_alignment = 64;
 
+// Tag for a tensor whose elements are left unwritten: `tensor<float, S> t(tessel::uninitialized);`.
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
 namespace detail {
 struct aligned_free {
   void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
@@ -40,6 +46,16 @@ std::unique_ptr<T[], aligned_free> allocate_elements(std::size_t count) {
   void* raw = ::operator new(count * sizeof(T), std::align_val_t{tensor_alignment});
   T* first = static_cast<T*>(raw);
   std::uninitialized_value_construct_n(first, count);
+  return std::unique_ptr<T[], aligned_free>(first);
+}
+
+// Storage whose elements are left for the caller to write (jit's results: the plan writes every one).
+template <class T>
+std::unique_ptr<T[], aligned_free> allocate_uninitialized(std::size_t count) {
+  if (count == 0) count = 1;
+  void* raw = ::operator new(count * sizeof(T), std::align_val_t{tensor_alignment});
+  T* first = static_cast<T*>(raw);
+  std::uninitialized_default_construct_n(first, count);
   return std::unique_ptr<T[], aligned_free>(first);
 }
 
@@ -63,6 +79,9 @@ class tensor {
 
   // Zero-filled.
   tensor() : data_(detail::allocate_elements<T>(size)) {}
+
+  // Elements not written (reading one before writing it is undefined): for results about to be overwritten.
+  explicit tensor(uninitialized_t) : data_(detail::allocate_uninitialized<T>(size)) {}
 
   // Row-major values; their count must equal the size.
   tensor(std::initializer_list<T> values) : tensor(std::span<const T>(values.begin(), values.size())) {}

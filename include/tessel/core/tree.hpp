@@ -26,6 +26,7 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/second.hpp>
 #include <boost/hana/string.hpp>
+#include <boost/hana/unpack.hpp>
 
 #include "tessel/core/tensor.hpp"
 #include "tessel/ir/tracer.hpp"
@@ -131,6 +132,23 @@ constexpr X map(F&& f, const X& x, const Ys&... ys) {
       get(out) = tree::map(f, get(x), get(ys)...);
     });
     return out;
+  }
+}
+
+// A tree of type X built leaf by leaf in tree order: make_leaf(std::type_identity<Leaf>{}) gives each
+// (so leaves can be made without first default-constructing them, unlike map).
+template <class X, class F>
+X build(F&& make_leaf) {
+  if constexpr (Leaf<X>) {
+    return make_leaf(std::type_identity<X>{});
+  } else if constexpr (is_tuple_v<X>) {
+    return [&]<class... P>(std::type_identity<std::tuple<P...>>) {
+      return X{tree::build<P>(make_leaf)...};  // braces: built in order
+    }(std::type_identity<X>{});
+  } else {
+    return boost::hana::unpack(boost::hana::accessors<X>(), [&](auto... pairs) {
+      return X{tree::build<std::remove_cvref_t<decltype(boost::hana::second(pairs)(std::declval<X&>()))>>(make_leaf)...};
+    });
   }
 }
 

@@ -1,8 +1,12 @@
 #pragma once
-// Layers written from primitives: dense, flatten, layer_norm, dropout (with a mask drawn outside the
-// traced step, so the step stays a pure function of its arguments).
+// Layers written from primitives: dense, conv2d, flatten, layer_norm, dropout (keyed: the mask drawn in
+// the step from a key argument; or with a given mask). Pooling is tessel::max_pool and tessel::avg_pool
+// (prim/reduce_window.hpp).
 
+#include "tessel/core/real.hpp"
 #include "tessel/ops.hpp"
+#include "tessel/prim/conv_general.hpp"
+#include "tessel/random/traced.hpp"
 
 namespace tessel::nn {
 
@@ -10,6 +14,13 @@ namespace tessel::nn {
 template <Traced X, Traced W, Traced B>
 constexpr auto dense(X x, W w, B b) {
   return matmul(x, w) + b;
+}
+
+// x [N, H, W, C] * k [KH, KW, C, O] + b [O] (flax's Conv: NHWC, 'SAME' padding by default). The bias
+// add (and an activation applied to the result) fuses into the convolution's blocks.
+template <class Strides = stride<1, 1>, class Padding = padding::same, Traced X, Traced K, Traced B>
+constexpr auto conv2d(X x, K k, B b) {
+  return conv_general<Strides, Padding>(x, k) + b;
 }
 
 // [N, ...] -> [N, prod(...)].
@@ -30,10 +41,19 @@ constexpr auto layer_norm(X x, G gamma, B beta) {
 
 // Inverted dropout: keep where `keep` (pred, drawn with probability 1 - rate, e.g. by
 // tessel::random::bernoulli) and scale the kept values by 1 / (1 - rate).
-template <float Rate, Traced X, Traced M>
+template <real Rate, Traced X, Traced M>
+  requires(!random::TracedKey<M>)
 constexpr auto dropout(X x, M keep) {
   static_assert(Rate >= 0 && Rate < 1, "tessel::nn::dropout: the rate must be in [0, 1)");
-  return select(keep, x * (1.0f / (1.0f - Rate)), 0.0f);
+  return select(keep, x / static_cast<float>(1.0 - Rate), 0.0f);  // flax: inputs / keep_prob
+}
+
+// Keyed dropout (flax's Dropout): the mask is drawn inside the step from a key argument (key_words, see
+// random/traced.hpp), as jax.random.bernoulli(key, 1 - rate, x.shape); it fuses into x's loop.
+template <real Rate, Traced X, random::TracedKey K>
+constexpr auto dropout(X x, K key) {
+  static_assert(Rate >= 0 && Rate < 1, "tessel::nn::dropout: the rate must be in [0, 1)");
+  return dropout<Rate>(x, random::bernoulli<typename X::shape_type>(key, static_cast<float>(1.0 - Rate)));
 }
 
 }  // namespace tessel::nn

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "tessel/core/real.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/tree.hpp"
 #include "tessel/ir/tracer.hpp"
@@ -34,14 +35,8 @@
 
 namespace tessel::optim {
 
-// A double as a template argument: g++ 12 takes double template arguments but clang 16 does not, so
-// hyper-parameters travel as their bits (`.b1 = 0.9` converts) and read back as doubles.
-struct real {
-  std::uint64_t bits = 0;
-  constexpr real() = default;
-  constexpr real(double value) : bits(std::bit_cast<std::uint64_t>(value)) {}  // NOLINT: implicit on purpose
-  constexpr operator double() const { return std::bit_cast<double>(bits); }    // NOLINT: implicit on purpose
-};
+// Hyper-parameters are template arguments of type real (core/real.hpp): `.b1 = 0.9` converts.
+using tessel::real;
 
 // The step count of a state whose parameters are P: s32[], a tracer while P's leaves are tracers.
 template <class P>

@@ -15,12 +15,13 @@
 
 namespace tessel::prim {
 
-extern const ir::primitive abs_p, add_p, argmax_p, broadcast_in_dim_p, conv_filter_grad_p, conv_general_p,
+extern const ir::primitive abs_p, add_p, argmax_p, broadcast_in_dim_p, concatenate_p, conv_filter_grad_p, conv_general_p,
     conv_input_grad_p, convert_element_type_p, cos_p, div_p, dot_general_p, eq_p, erf_p, erf_inv_p, exp_p, expm1_p,
     floor_p, ge_p, gt_p, iota_p, le_p, literal_p, log_p, log1p_p, logistic_p, lt_p, max_p, min_p, mul_p, ne_p, neg_p,
-    parameter_p, pow_p, reduce_max_p, reduce_min_p, reduce_sum_p, reduce_window_max_p, reduce_window_sum_p,
+    pad_p, parameter_p, pow_p, reduce_max_p, reduce_min_p, reduce_sum_p, reduce_window_max_p, reduce_window_sum_p,
     reduce_window_sum_transpose_p, reshape_p, rsqrt_p, select_and_gather_add_p, select_and_scatter_add_p, select_p,
-    sign_p, sin_p, sqrt_p, sub_p, tanh_p, transpose_p, stop_gradient_p;
+    sign_p, sin_p, slice_p, sqrt_p, sub_p, tanh_p, transpose_p, stop_gradient_p, optimization_barrier_p, remat_p,
+    region_parameter_p, control_p, materialize_p;
 
 namespace build {
 
@@ -165,6 +166,49 @@ constexpr std::array<bool, ir::max_rank> reduced_axes(const ir::node& n) {
   std::array<bool, ir::max_rank> r{};
   for (std::size_t i = 0; i < n.attr.count; ++i) r[static_cast<std::size_t>(n.attr.ints[i])] = true;
   return r;
+}
+
+// ---- slice, pad, concatenate at value level ---------------------------------------------------
+
+using offsets = std::array<std::int64_t, ir::max_rank>;
+
+// Elements start[a] + i * stride[a] of x along every axis a, giving `shape` (lax.slice).
+constexpr int slice(ir::graph_builder& g, int x, const offsets& start, const offsets& stride, const ir::dims& shape) {
+  const ir::dims& s = g[x].shape;
+  bool identity = shape == s;
+  ir::attributes a;
+  for (std::size_t i = 0; i < s.rank; ++i) {
+    identity = identity && start[i] == 0;
+    a.push(start[i]);
+  }
+  for (std::size_t i = 0; i < s.rank; ++i) a.push(stride[i]);
+  if (identity) return x;
+  return make(g, slice_p, g[x].dtype, shape, {x}, a);
+}
+
+// x spread into `shape` with `value` (a scalar node) around and between: element i of axis a lands at
+// lo[a] + i * (interior[a] + 1); a negative lo crops (lax.pad; the high padding follows from `shape`).
+constexpr int pad(ir::graph_builder& g, int x, int value, const offsets& lo, const offsets& interior, const ir::dims& shape) {
+  const ir::dims& s = g[x].shape;
+  bool identity = shape == s;
+  ir::attributes a;
+  for (std::size_t i = 0; i < s.rank; ++i) {
+    identity = identity && lo[i] == 0 && interior[i] == 0;
+    a.push(lo[i]);
+  }
+  for (std::size_t i = 0; i < s.rank; ++i) a.push(interior[i]);
+  if (identity) return x;
+  return make(g, pad_p, g[x].dtype, shape, {x, value}, a);
+}
+
+// Two or three operands joined along `axis` (lax.concatenate; longer lists nest).
+constexpr int concatenate(ir::graph_builder& g, const std::array<int, ir::max_operands>& xs, std::size_t count, std::size_t axis) {
+  ir::dims shape = g[xs[0]].shape;
+  for (std::size_t k = 1; k < count; ++k) shape.d[axis] += g[xs[k]].shape.d[axis];
+  ir::attributes a;
+  a.push(static_cast<std::int64_t>(axis));
+  if (count == 2) return make(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1]}, a);
+  return make(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1], xs[2]}, a);
 }
 
 // ---- dot_general at value level: the shape rule and the GEMM-readable layouts ---------------------

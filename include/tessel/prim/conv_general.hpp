@@ -38,6 +38,7 @@
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 
 namespace tessel {
 
@@ -331,12 +332,13 @@ inline std::size_t chunk_rows(std::size_t rows, std::size_t width, std::size_t t
   return std::max<std::size_t>(std::min(r, rows), 1);
 }
 
-// y[rows, O] = patches(x)[rows, KH*KW*C] . w[KH*KW*C, O]
+// y[rows, O] = patches(x)[rows, KH*KW*C] . w[KH*KW*C, O]; with a sink, each chunk of rows goes to it
+// (as f32) instead of into y.
 template <class T>
-void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code dtype, void* y) {
+void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code dtype, void* y, const ir::block_sink* sink = nullptr) {
   backend::thread_pool& pool = backend::thread_pool::host();
   const std::size_t rows = g.rows(), width = g.patch(), chunk = chunk_rows(rows, width, pool.size());
-  const bool f32_out = dtype == ir::dtype_code::f32;
+  const bool f32_out = dtype == ir::dtype_code::f32 && sink == nullptr;
   thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : chunk * g.o));
   const backend::matrix_view filter{w, g.o, 1, dtype == ir::dtype_code::bf16};
   pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
@@ -347,7 +349,8 @@ void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code d
       const backend::matrix_view a{patches, width, 1, false};
       float* c = f32_out ? static_cast<float*>(y) + r0 * g.o : patches + chunk * width;
       backend::gemm_rows(a, filter, 0, count, g.o, width, c, g.o, scratch.gemm(t));
-      if (!f32_out) store(dtype, c, count * g.o, static_cast<bfloat16*>(y) + r0 * g.o);
+      if (sink != nullptr) sink->consume(sink->context, r0 * g.o, count * g.o, c, t);
+      else if (!f32_out) store(dtype, c, count * g.o, static_cast<bfloat16*>(y) + r0 * g.o);
     }
   });
 }
@@ -422,6 +425,19 @@ inline void run_conv_general(const ir::node& n, const ir::node* const* operands,
     conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
   else
     conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+}
+// The same, handing blocks of the result to the executor's fused epilogue.
+inline void run_conv_general_blocked(const ir::node& n, const ir::node* const* operands, const void* const* in, const ir::block_sink& sink) {
+  const conv_geometry g = conv_geometry_of(operands[0]->shape, operands[1]->shape, n.shape, n.attr);
+  if (n.operand_dtype == ir::dtype_code::bf16)
+    conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, nullptr, &sink);
+  else
+    conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, nullptr, &sink);
+}
+// An implicit GEMM: one row per output pixel, one column per output channel, KH*KW*C deep.
+constexpr ir::gemm_extent conv_general_extent(const ir::node& n, const ir::node& x, const ir::node& w) {
+  const conv_geometry g = conv_geometry_of(x.shape, w.shape, n.shape, n.attr);
+  return {1, g.rows(), g.o, g.patch()};
 }
 // operands: ct (the forward result's shape), w; the result has the forward input's shape.
 inline void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
@@ -499,25 +515,44 @@ constexpr int conv_filter_grad_jvp(ir::graph_builder& g, int node, const std::ar
   return build::add(g, left, right);
 }
 
-// Layout kind: whole buffers in, whole buffer out (the planner's contraction path is dot_general's).
+// vmap: a batch of inputs (or of cotangents) folds into the image axis N and runs as one call; a batch
+// of filters, and conv_filter_grad (whose result has no N), run once per batch element.
+constexpr int conv_general_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                                 const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  if (axes[1] >= 0) return batching::unrolled(g, n, ops, axes, out_axis);
+  return batching::fold_leading(g, n, ops, axes, {true, false, false}, out_axis);
+}
+constexpr int conv_input_grad_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                                    const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  if (axes[1] >= 0) return batching::unrolled(g, n, ops, axes, out_axis);
+  return batching::fold_leading(g, n, ops, axes, {true, false, false}, out_axis);
+}
+
+// conv_general is a contraction (its elementwise consumers fuse into its blocks, as a GEMM's do); its
+// gradients are whole-buffer kernels.
 // flops_per_element is per result element and conv's depends on the filter, so dump counts none.
 inline constexpr ir::primitive conv_general_p{.name = "conv_general",
-                                              .kind = ir::prim_kind::layout,
+                                              .kind = ir::prim_kind::contraction,
                                               .run = &run_conv_general,
+                                              .run_blocked = &run_conv_general_blocked,
+                                              .extent = &conv_general_extent,
                                               .vjp = &conv_general_vjp,
                                               .jvp = &conv_general_jvp,
+                                              .batch = &conv_general_batch,
                                               .flops_per_element = 0};
 inline constexpr ir::primitive conv_input_grad_p{.name = "conv_input_grad",
                                                  .kind = ir::prim_kind::layout,
                                                  .run = &run_conv_input_grad,
                                                  .vjp = &conv_input_grad_vjp,
                                                  .jvp = &conv_input_grad_jvp,
+                                                 .batch = &conv_input_grad_batch,
                                                  .flops_per_element = 0};
 inline constexpr ir::primitive conv_filter_grad_p{.name = "conv_filter_grad",
                                                   .kind = ir::prim_kind::layout,
                                                   .run = &run_conv_filter_grad,
                                                   .vjp = &conv_filter_grad_vjp,
                                                   .jvp = &conv_filter_grad_jvp,
+                                                  .batch = &batching::unrolled,
                                                   .flops_per_element = 0};
 
 // ---- the type-level shape rule -----------------------------------------------------------------------

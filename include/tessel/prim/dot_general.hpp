@@ -18,6 +18,7 @@
 #include "tessel/backend/hwy_gemm.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/transpose.hpp"
 
 namespace tessel {
@@ -153,11 +154,54 @@ constexpr int dot_general_jvp(ir::graph_builder& g, int node, const std::array<i
   return build::add(g, left, right);
 }
 
+// vmap: a batch axis on both operands becomes a (leading) batch dimension of the contraction; on one
+// operand only, it is one more free axis of that operand (x[B,K] . w[K,N] is a plain matmul).
+constexpr int dot_general_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
+                                const std::array<int, ir::max_operands>& axes, int& out_axis) {
+  const build::dot_dims d = build::dims_of_dot(n);
+  const int bl = axes[0], br = axes[1];
+  auto shift = [](std::size_t a, int b) { return b >= 0 && a >= static_cast<std::size_t>(b) ? a + 1 : a; };
+  build::dot_dims e;
+  e.nc = d.nc;
+  for (std::size_t i = 0; i < d.nc; ++i) {
+    e.lc[i] = shift(d.lc[i], bl);
+    e.rc[i] = shift(d.rc[i], br);
+  }
+  const std::size_t extra = bl >= 0 && br >= 0 ? 1 : 0;
+  e.nb = d.nb + extra;
+  if (extra) {
+    e.lb[0] = static_cast<std::size_t>(bl);
+    e.rb[0] = static_cast<std::size_t>(br);
+  }
+  for (std::size_t i = 0; i < d.nb; ++i) {
+    e.lb[i + extra] = shift(d.lb[i], bl);
+    e.rb[i + extra] = shift(d.rb[i], br);
+  }
+  const std::size_t lr = g[ops[0]].shape.rank;
+  auto free_before = [&](const std::array<std::size_t, ir::max_rank>& c, const std::array<std::size_t, ir::max_rank>& bt,
+                         std::size_t axis) {
+    std::size_t k = 0;
+    for (std::size_t a = 0; a < axis; ++a) k += !build::contains(c, e.nc, a) && !build::contains(bt, e.nb, a);
+    return k;
+  };
+  if (extra) out_axis = 0;
+  else if (bl >= 0) out_axis = static_cast<int>(e.nb + free_before(e.lc, e.lb, static_cast<std::size_t>(bl)));
+  else out_axis = static_cast<int>(e.nb + (lr - e.nb - e.nc) + free_before(e.rc, e.rb, static_cast<std::size_t>(br)));
+  return build::dot_general(g, ops[0], ops[1], e);
+}
+
+constexpr ir::gemm_extent dot_general_extent(const ir::node& n, const ir::node& lhs, const ir::node& rhs) {
+  const dot_layout d = layout_of(n, lhs, rhs);
+  return {d.batch, d.m, d.n, d.k};
+}
+
 inline constexpr ir::primitive dot_general_p{.name = "dot_general",
                                              .kind = ir::prim_kind::contraction,
                                              .run = &run_dot_general,
+                                             .extent = &dot_general_extent,
                                              .vjp = &dot_general_vjp,
-                                             .jvp = &dot_general_jvp};
+                                             .jvp = &dot_general_jvp,
+                                             .batch = &dot_general_batch};
 
 template <fixed_string Op, class L, class R, class Lc, class Rc, class Lb, class Rb>
 struct dot_check {

@@ -10,7 +10,9 @@
 // Arguments are tensors or scalars; results are a tensor or a std::tuple of tensors. Each distinct list
 // of argument types is traced and planned once, at compile time; nothing is traced at run time.
 
+#include <array>
 #include <cstddef>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -146,9 +148,11 @@ struct traced {
   static_assert([] {
     if constexpr (summary.missing_rule) {
       raise<fit<[] {
+        const bool batching = summary.rule.text[0] == 'b';
         return message_builder{} << "tessel: a transform needs the " << summary.rule << " rule of primitive "
                                  << summary.primitive << ", which it does not have; fix: give the primitive that rule "
-                                                         "in its file, or wrap the call in stop_gradient";
+                                 << (batching ? "in its file (prim/family/batching.hpp has the shared ones), or call it outside vmap"
+                                              : "in its file, or wrap the call in stop_gradient");
       }>()>();
     }
     return true;
@@ -191,13 +195,108 @@ void output_pointers(Result& r, void** out, std::size_t& next) {
 
 }  // namespace detail
 
+// An argument handed over to a jitted call (JAX's buffer donation): the call may write results into
+// its buffers instead of allocating new ones. Made by donate(x), which leaves x empty.
+template <class T>
+struct donated {
+  T value;
+};
+
+// Gives x's buffers to the jitted call it is passed to; x is moved from (re-assign it from the results):
+//   std::tie(params, state, loss) = step(tessel::donate(params), tessel::donate(state), x, y);
+template <class T>
+  requires(!std::is_const_v<T>)
+donated<T> donate(T& x) {
+  return {std::move(x)};
+}
+
+namespace detail {
+template <class A>
+inline constexpr bool is_donated_v = false;
+template <class T>
+inline constexpr bool is_donated_v<donated<T>> = true;
+
+template <class A>
+decltype(auto) undonated(A& a) {
+  if constexpr (is_donated_v<A>) return (a.value);
+  else return normalize_scalar(a);
+}
+template <class A>
+using undonated_t = std::remove_cvref_t<decltype(undonated(std::declval<A&>()))>;
+
+template <class A>
+constexpr std::size_t leaves_of() {
+  if constexpr (DType<A>) return 1;
+  else return tree::leaf_count<tree::rebind_t<A, tracer>>();  // counted on tracers: no allocation
+}
+
+// Which result takes which donated parameter's buffer (-1: a new buffer). A result may reuse a donated
+// parameter of its dtype and shape when no kernel reads the parameter after the result's kernel, or the
+// result's kernel is an elementwise loop that reads the parameter at the very element it writes.
+template <class Traced, std::size_t P>
+constexpr std::array<int, Traced::outputs> pair_donations(const std::array<bool, P>& donated_parameter) {
+  const auto& plan = Traced::plan;
+  std::array<int, Traced::outputs> donor{};
+  std::array<int, P> node_of{};
+  std::array<bool, P> used{};
+  for (auto& d : donor) d = -1;
+  for (auto& n : node_of) n = -1;
+  for (std::size_t i = 0; i < Traced::nodes; ++i)
+    if (plan.program.nodes[i].prim->kind == ir::prim_kind::parameter)
+      node_of[static_cast<std::size_t>(plan.program.nodes[i].attr.ints[0])] = static_cast<int>(i);
+  for (std::size_t o = 0; o < Traced::outputs; ++o) {
+    const int out = plan.program.outputs[o];
+    const ir::node& n = plan.node(out);
+    const int k = plan.kernel_of[static_cast<std::size_t>(out)];
+    if (n.prim->kind == ir::prim_kind::parameter || k < 0 || plan.output_index[static_cast<std::size_t>(out)] != static_cast<int>(o)) continue;
+    const plan::kernel& writer = plan.kernels[static_cast<std::size_t>(k)];
+    for (std::size_t j = 0; j < P; ++j) {
+      const int pn = node_of[j];
+      if (!donated_parameter[j] || used[j] || pn < 0) continue;
+      const ir::node& param = plan.node(pn);
+      if (param.dtype != n.dtype || !(param.shape == n.shape) || plan.output_index[static_cast<std::size_t>(pn)] >= 0) continue;
+      const int last = plan.last_reader[static_cast<std::size_t>(pn)];
+      if (last < k || (last == k && writer.kind == plan::kernel_kind::loop && writer.uniform)) {
+        donor[o] = static_cast<int>(j);
+        used[j] = true;
+        break;
+      }
+    }
+  }
+  return donor;
+}
+
+// Moves out the leaf of type L that is parameter `index` (a leaf of a donated argument).
+template <class L, class... A>
+L take_donated_leaf(int index, A&... args) {
+  std::optional<L> taken;
+  int next = 0;
+  auto visit = [&](auto& a) {
+    using arg = std::remove_cvref_t<decltype(a)>;
+    if constexpr (is_donated_v<arg>) {
+      tree::for_each(a.value, [&](auto& leaf) {
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(leaf)>, L>)
+          if (next == index) taken.emplace(std::move(leaf));
+        ++next;
+      });
+    } else {
+      next += static_cast<int>(leaves_of<undonated_t<arg>>());
+    }
+  };
+  (visit(args), ...);
+  return std::move(*taken);
+}
+}  // namespace detail
+
 template <class F>
 class jitted {
  public:
-  // Runs the planned program on the arguments and returns fresh result tensors.
+  // Runs the planned program on the arguments and returns the results: new tensors, or the buffers of
+  // arguments passed through donate() where that is safe.
   template <class... A>
-  auto operator()(const A&... args) const {
-    return call(detail::normalize_scalar(args)...);
+  auto operator()(A&&... args) const {
+    if constexpr ((detail::is_donated_v<std::remove_cvref_t<A>> || ...)) return call_donating(args...);
+    else return call(detail::normalize_scalar(args)...);
   }
 
   // The frozen program and its plan for these argument types (what dump prints).
@@ -208,10 +307,40 @@ class jitted {
   template <class... A>
   auto call(const A&... args) const {
     using t = detail::traced<F, A...>;
-    typename t::result result;
+    auto result = tree::build<typename t::result>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); });
     const void* parameters[t::program.parameter_count + 1];
     std::size_t next_parameter = 0;
     (detail::argument_pointers(args, parameters, next_parameter), ...);
+    void* outputs[t::outputs + 1];
+    std::size_t next = 0;
+    detail::output_pointers(result, outputs, next);
+    backend::executor<t::nodes, t::outputs>(t::plan, parameters, outputs).run();
+    return result;
+  }
+
+  template <class... A>
+  auto call_donating(A&... args) const {
+    using t = detail::traced<F, detail::undonated_t<A>...>;
+    static constexpr std::size_t parameter_count = (std::size_t{0} + ... + detail::leaves_of<detail::undonated_t<A>>());
+    // [[maybe_unused]]: g++ 12 does not see the use inside the lambda below.
+    [[maybe_unused]] static constexpr std::array<int, t::outputs> donor = detail::pair_donations<t>([] {
+      std::array<bool, parameter_count> mask{};
+      std::size_t next = 0;
+      auto mark = [&]<class X>(std::type_identity<X>) {
+        for (std::size_t i = 0; i < detail::leaves_of<detail::undonated_t<X>>(); ++i) mask[next++] = detail::is_donated_v<X>;
+      };
+      (mark(std::type_identity<A>{}), ...);
+      return mask;
+    }());
+    const void* parameters[parameter_count + 1];
+    std::size_t next_parameter = 0;
+    (detail::argument_pointers(detail::undonated(args), parameters, next_parameter), ...);
+    std::size_t o = 0;  // the pointers stay valid: a donated buffer moves with its tensor
+    auto result = tree::build<typename t::result>([&](auto leaf) {
+      using L = typename decltype(leaf)::type;
+      const int d = donor[o++];
+      return d >= 0 ? detail::take_donated_leaf<L>(d, args...) : L(uninitialized);
+    });
     void* outputs[t::outputs + 1];
     std::size_t next = 0;
     detail::output_pointers(result, outputs, next);
