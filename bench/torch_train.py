@@ -2,7 +2,7 @@
 """PyTorch's side of the training comparisons (Debian's python3-torch 1.13, eager, on the CPU).
 
   bench/torch_train.py step [--threads N]            one 784-256-10 MLP Adam step at batch 128
-  bench/torch_train.py cnn-epoch [--threads N] [--data-dir DIR] [--epochs E]
+  bench/torch_train.py cnn-epoch [--threads N] [--data-dir DIR] [--epochs E] [--steps S]
                                                      Fashion-MNIST epochs of the example's CNN
 
 Prints one JSON line. The models, batch, optimizer and data are the ones examples/fashion_mnist and
@@ -74,7 +74,7 @@ class Cnn(nn.Module):
         return self.d2(F.relu(self.d1(x.flatten(1))))
 
 
-def cnn_epochs(threads, data_dir, epochs, batch):
+def cnn_epochs(threads, data_dir, epochs, batch, max_steps):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     train_x = torch.from_numpy(read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255)
@@ -85,6 +85,8 @@ def cnn_epochs(threads, data_dir, epochs, batch):
     net = Cnn()
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     steps = len(train_x) // batch
+    if max_steps > 0:
+        steps = min(steps, max_steps)
     seconds = []
     for epoch in range(epochs):
         order = torch.randperm(len(train_x))
@@ -98,7 +100,7 @@ def cnn_epochs(threads, data_dir, epochs, batch):
         seconds.append(time.perf_counter() - t0)
     with torch.no_grad():
         correct = sum(int((net(test_x[i : i + 1000]).argmax(1) == test_y[i : i + 1000]).sum()) for i in range(0, 10000, 1000))
-    return {"what": "cnn_epoch", "threads": threads, "batch": batch, "epochs": epochs, "epoch_seconds": seconds,
+    return {"what": "cnn_epoch", "threads": threads, "batch": batch, "epochs": epochs, "steps": steps, "epoch_seconds": seconds,
             "test_accuracy": correct / 10000}
 
 
@@ -109,8 +111,9 @@ def main():
     p.add_argument("--data-dir", default=os.environ.get("TESSEL_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--steps", type=int, default=0, help="stop each epoch after N steps (0: the whole epoch)")
     a = p.parse_args()
-    result = mlp_step(a.threads) if a.what == "step" else cnn_epochs(a.threads, a.data_dir, a.epochs, a.batch_size)
+    result = mlp_step(a.threads) if a.what == "step" else cnn_epochs(a.threads, a.data_dir, a.epochs, a.batch_size, a.steps)
     result["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE", "")
     print(json.dumps(result))
 
