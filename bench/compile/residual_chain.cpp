@@ -2,13 +2,17 @@
 // 64, batch 32, every weight and bias its own argument. bench/compile/measure compiles it at DEPTH = 30
 // (a 30-layer residual chain must compile: TARGETS.md).
 //   g++ -std=c++20 -O2 -Iinclude -DDEPTH=30 -c bench/compile/residual_chain.cpp
-// With -DGRAD: value_and_grad of mean(chain(x, params)) with respect to every weight and bias (the
-// parameters passed as one std::tuple tree), the gradient step's program.
+// With -DGRAD: value_and_grad of mean(chain(x, params)) with respect to every weight and bias, the
+// gradient step's program; the parameters are a std::array of DEPTH layer structs {w, b}. With
+// -DGRAD -DFLAT_TUPLE they are one flat std::tuple of 2 * DEPTH tensors instead (libstdc++'s tuple costs
+// grow with the square of its length: bench/README.md has both).
+#include <array>
 #include <cstddef>
 #include <iostream>
 #include <tuple>
 #include <utility>
 
+#include <boost/hana/define_struct.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 #include <tessel/transform/grad.hpp>
@@ -31,6 +35,11 @@ const auto chain = [](auto x, auto... params) {
   return h;
 };
 
+template <template <class, class> class T = tessel::tensor>
+struct layer_params {
+  BOOST_HANA_DEFINE_STRUCT(layer_params, (T<float, tessel::shape<width, width>>, w), (T<float, tessel::shape<width>>, b));
+};
+
 template <std::size_t I, class W, class B>
 const auto& weight_or_bias(const W& w, const B& b) {
   if constexpr (I % 2 == 0) return w;
@@ -44,7 +53,21 @@ int main() {
   const auto x = tensor<float, shape<batch, width>>::full(0.5f);
   const auto w = tensor<float, shape<width, width>>::full(1.0f / width);
   const auto b = tensor<float, shape<width>>::full(0.01f);
-#ifdef GRAD
+#if defined(GRAD) && !defined(FLAT_TUPLE)
+  std::array<layer_params<>, depth> params;
+  for (auto& layer : params) {
+    layer.w = w;
+    layer.b = b;
+  }
+  const auto loss = [](auto x, const auto& p) {
+    auto h = x;
+    for (const auto& layer : p) h = h + tessel::relu(tessel::matmul(h, layer.w) + layer.b);
+    return tessel::mean(h);
+  };
+  const auto [value, grads] = tessel::value_and_grad<1>(loss)(x, params);
+  const auto& y = grads[0].w;
+  std::cout << "loss " << value[0] << ", ";
+#elif defined(GRAD)
   const auto params = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return std::make_tuple(weight_or_bias<I>(w, b)...);
   }(std::make_index_sequence<2 * depth>{});

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,34 @@ TEST(Tree, LeavesInDeclarationOrderWithDottedNames) {
   names.clear();
   tessel::tree::for_each_named(t, [&](const std::string& name, const auto&) { names.push_back(name); });
   EXPECT_EQ(names, (std::vector<std::string>{"0", "1.w", "1.b"}));
+  std::array<layer<>, 2> stack;
+  names.clear();
+  tessel::tree::for_each_named(stack, [&](const std::string& name, const auto&) { names.push_back(name); });
+  EXPECT_EQ(names, (std::vector<std::string>{"0.w", "0.b", "1.w", "1.b"}));
+}
+
+static_assert(std::is_same_v<tessel::tree::rebind_t<std::array<layer<>, 3>, tessel::tracer>, std::array<layer<tessel::tracer>, 3>>);
+static_assert(tessel::tree::leaf_count<std::array<layer<tessel::tracer>, 3>>() == 6);
+
+TEST(Tree, ArraysMapAndBuildElementByElement) {
+  std::array<layer<>, 2> a;
+  a[0].b = tensor<float, shape<2>>{1, 2};
+  a[1].b = tensor<float, shape<2>>{3, 4};
+  const auto twice = tessel::tree_map([](const auto& x) {
+    auto out = x;
+    for (auto& v : out) v *= 2;
+    return out;
+  }, a);
+  EXPECT_EQ(twice[1].b, (tensor<float, shape<2>>{6, 8}));
+  int made = 0;
+  const auto built = tessel::tree::build<std::array<layer<>, 2>>([&](auto leaf) {
+    typename decltype(leaf)::type t;
+    t.fill(static_cast<float>(made++));
+    return t;
+  });
+  EXPECT_EQ(built[0].w[0], 0.0f);
+  EXPECT_EQ(built[0].b[0], 1.0f);
+  EXPECT_EQ(built[1].b[0], 3.0f);
 }
 
 TEST(Tree, MapCombinesTreesLeafByLeaf) {

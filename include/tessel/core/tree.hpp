@@ -1,6 +1,7 @@
 #pragma once
 // Trees of tensors (JAX's pytrees): a leaf is a tensor (or, while tracing, a tracer); a node is a
-// struct reflected with Boost.Hana, or a std::tuple. Parameter sets, gradients and optimizer states
+// struct reflected with Boost.Hana, a std::tuple, or a std::array (a stack of identical layers: one
+// element type, so its cost at compile time does not grow with its length; prefer it to a long tuple). Parameter sets, gradients and optimizer states
 // are trees, so jit, grad, tree_map and checkpoints see their leaves in one order (members in
 // declaration order, depth first) and by name ("layer1.w").
 //
@@ -13,6 +14,7 @@
 //   mlp<> params;                            // tensors
 //   tessel::tree::rebind_t<mlp<>, tessel::tracer>   // mlp<tracer>: what a traced function receives
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -44,6 +46,11 @@ inline constexpr bool is_tuple_v = false;
 template <class... X>
 inline constexpr bool is_tuple_v<std::tuple<X...>> = true;
 
+template <class X>
+inline constexpr bool is_array_v = false;
+template <class X, std::size_t N>
+inline constexpr bool is_array_v<std::array<X, N>> = true;
+
 namespace tree {
 
 // The same tree with every leaf's family replaced: mlp<tensor> -> mlp<tracer>, tensor<T,S> -> tracer<T,S>.
@@ -59,13 +66,32 @@ template <class T, class S, template <class, class> class To>
 struct rebind<tracer<T, S>, To> {
   using type = To<T, S>;
 };
+// A struct over the tensor or tracer family becomes the same struct over To. A struct over another
+// family (scan's ys: members stacked along a new axis) keeps each member's dtype and shape.
+template <template <class, class> class From, template <class, class> class To>
+struct leafwise {
+  template <class T, class S>
+  using type = To<typename From<T, S>::value_type, typename From<T, S>::shape_type>;
+};
 template <template <template <class, class> class> class P, template <class, class> class From, template <class, class> class To>
 struct rebind<P<From>, To> {
+  using type = P<leafwise<From, To>::template type>;
+};
+template <template <template <class, class> class> class P, template <class, class> class To>
+struct rebind<P<tensor>, To> {
+  using type = P<To>;
+};
+template <template <template <class, class> class> class P, template <class, class> class To>
+struct rebind<P<tracer>, To> {
   using type = P<To>;
 };
 template <class... X, template <class, class> class To>
 struct rebind<std::tuple<X...>, To> {
   using type = std::tuple<typename rebind<X, To>::type...>;
+};
+template <class X, std::size_t N, template <class, class> class To>
+struct rebind<std::array<X, N>, To> {
+  using type = std::array<typename rebind<X, To>::type, N>;
 };
 template <class X, template <class, class> class To>
 using rebind_t = typename rebind<std::remove_cvref_t<X>, To>::type;
@@ -77,10 +103,16 @@ constexpr void for_each(X&& x, F&& f) {
   if constexpr (Leaf<plain>) {
     f(x);
   } else if constexpr (is_tuple_v<plain>) {
-    std::apply([&](auto&&... part) { (tree::for_each(part, f), ...); }, x);
+    // An index fold, not std::apply: apply's noexcept test instantiates the whole fold once more, and
+    // that cost grows with the square of the leaf count (128-leaf parameter tuples).
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (tree::for_each(std::get<I>(x), f), ...);
+    }(std::make_index_sequence<std::tuple_size_v<plain>>{});
+  } else if constexpr (is_array_v<plain>) {
+    for (auto& part : x) tree::for_each(part, f);
   } else {
-    static_assert(Struct<plain>, "tessel::tree: a tree is a tensor, a std::tuple of trees, or a struct declared with "
-                                 "BOOST_HANA_DEFINE_STRUCT whose members are trees");
+    static_assert(Struct<plain>, "tessel::tree: a tree is a tensor, a std::tuple or std::array of trees, or a struct "
+                                 "declared with BOOST_HANA_DEFINE_STRUCT whose members are trees");
     boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) { tree::for_each(boost::hana::second(pair)(x), f); });
   }
 }
@@ -96,6 +128,8 @@ void for_each_named(X&& x, F&& f, const std::string& prefix = "") {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (tree::for_each_named(std::get<I>(x), f, join(std::to_string(I))), ...);
     }(std::make_index_sequence<std::tuple_size_v<plain>>{});
+  } else if constexpr (is_array_v<plain>) {
+    for (std::size_t i = 0; i < x.size(); ++i) tree::for_each_named(x[i], f, join(std::to_string(i)));
   } else {
     boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) {
       tree::for_each_named(boost::hana::second(pair)(x), f, join(boost::hana::to<const char*>(boost::hana::first(pair))));
@@ -125,6 +159,11 @@ constexpr X map(F&& f, const X& x, const Ys&... ys) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return plain{part(std::integral_constant<std::size_t, I>{})...};
     }(std::make_index_sequence<std::tuple_size_v<plain>>{});
+  } else if constexpr (is_array_v<plain>) {
+    const auto part = [&](std::size_t i) { return tree::map(f, x[i], ys[i]...); };
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return plain{part(I)...};
+    }(std::make_index_sequence<std::tuple_size_v<plain>>{});
   } else {
     plain out{};
     boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) {
@@ -145,6 +184,10 @@ X build(F&& make_leaf) {
     return [&]<class... P>(std::type_identity<std::tuple<P...>>) {
       return X{tree::build<P>(make_leaf)...};  // braces: built in order
     }(std::type_identity<X>{});
+  } else if constexpr (is_array_v<X>) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return X{(static_cast<void>(I), tree::build<typename X::value_type>(make_leaf))...};  // braces: in order
+    }(std::make_index_sequence<std::tuple_size_v<X>>{});
   } else {
     return boost::hana::unpack(boost::hana::accessors<X>(), [&](auto... pairs) {
       return X{tree::build<std::remove_cvref_t<decltype(boost::hana::second(pairs)(std::declval<X&>()))>>(make_leaf)...};

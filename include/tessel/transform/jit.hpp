@@ -48,7 +48,7 @@ struct traced_arg<X> {
   using type = tracer<X, shape<>>;
 };
 template <class X>
-  requires(Struct<X> || is_tuple_v<X>)
+  requires(Struct<X> || is_tuple_v<X> || is_array_v<X>)
 struct traced_arg<X> {
   static constexpr bool supported = true;
   using type = tree::rebind_t<X, tracer>;
@@ -58,7 +58,10 @@ struct traced_arg<X> {
 template <class R>
 consteval bool is_traced_tree() {
   if constexpr (Traced<R>) return true;
-  else if constexpr (Struct<R>) return std::is_same_v<tree::rebind_t<tree::rebind_t<R, tensor>, tracer>, R>;
+  else if constexpr (Struct<R>) return boost::hana::unpack(boost::hana::accessors<R>(), [](auto... member) {
+    return (is_traced_tree<std::remove_cvref_t<decltype(boost::hana::second(member)(std::declval<R&>()))>>() && ...);
+  });
+  else if constexpr (is_array_v<R>) return is_traced_tree<typename R::value_type>();
   else if constexpr (is_tuple_v<R>) return []<class... P>(std::type_identity<std::tuple<P...>>) {
     return (is_traced_tree<P>() && ...);
   }(std::type_identity<R>{});
@@ -83,7 +86,7 @@ consteval bool check_traceable() {
     return false;
   } else if constexpr (!(traced_arg<Args>::supported && ...)) {
     raise<"tessel::jit: an argument is neither a tessel::tensor, a tree of them (a BOOST_HANA_DEFINE_STRUCT struct or "
-          "a std::tuple), nor a scalar of a tessel dtype; fix: pass tensors, trees of tensors, or "
+          "a std::tuple or std::array), nor a scalar of a tessel dtype; fix: pass tensors, trees of tensors, or "
           "float/int32/uint32/bool/bfloat16 scalars", F>();
     return false;
   } else {
