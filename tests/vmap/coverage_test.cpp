@@ -66,8 +66,8 @@ class coverage : public ::testing::Environment {
     for (const tessel::ir::primitive* p : tessel::all_primitives) {
       using kind = tessel::ir::prim_kind;
       // No operands, so never batched: arguments, literals, generators, a region's parameters. Control
-      // constructs (scan, switch) are not batched yet: vmap reports them at compile time
-      // (tests/fail/scan_under_vmap.cpp).
+      // constructs (scan, switch) have no per-node rule: vmap batches each construct whole
+      // (transform/control_batching.hpp), checked by control_test.cpp and control_cond_test.cpp.
       if (p->kind == kind::parameter || p->kind == kind::literal || p->kind == kind::generator ||
           p->kind == kind::region_parameter || p->kind == kind::control)
         continue;

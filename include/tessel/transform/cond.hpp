@@ -9,8 +9,8 @@
 // return the same type (dtypes and shapes; a compile error names the first leaf that differs). Values a
 // branch reads from the enclosing function are computed outside, before the choice. The predicate of
 // cond is a pred scalar (true runs true_fn); switch_'s index is an s32, u32 or pred scalar. grad and jvp
-// flow through the taken branch (transform/control_vjp.hpp); the index gets none. vmap of a cond is not
-// written yet (with a batched predicate it would run both branches and select).
+// flow through the taken branch (transform/control_vjp.hpp); the index gets none. vmap keeps the
+// construct for a shared predicate and runs every branch and selects for a batched one (control_batching.hpp).
 
 #include <cstddef>
 #include <tuple>

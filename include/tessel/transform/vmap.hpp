@@ -15,8 +15,10 @@
 // How: f is traced into a fresh graph at the unbatched shapes; each of its nodes is then emitted into
 // the caller's graph through its primitive's batching rule (ir::primitive::batch, in the primitive's
 // file), which knows where each operand's batch axis is. Nodes that depend on no mapped argument are
-// emitted unchanged. The result is an ordinary program: it composes with jit, grad and vmap in any
-// order, and is fused and planned like any other. Called with tensors, vmap(f) is jitted on the spot.
+// emitted unchanged; a scan or a cond is emitted whole, with batched bodies (transform/control_batching.hpp:
+// carries batched by a fixpoint, a batched predicate turned into a select). The result is an ordinary
+// program: it composes with jit, grad and vmap in any order, and is fused and planned like any other.
+// Called with tensors, vmap(f) is jitted on the spot.
 
 #include <array>
 #include <cstddef>
@@ -30,6 +32,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/parameter.hpp"
+#include "tessel/transform/control_batching.hpp"
 #include "tessel/transform/jit.hpp"
 
 namespace tessel {
@@ -270,13 +273,7 @@ template <class F, class In, class... Args>
 constexpr std::vector<char> mapped_results() {
   ir::graph_builder inner;
   const auto r = trace_unbatched<F, In, Args...>(inner);
-  const std::vector<int> axes = leaf_axes<In, Args...>();
-  std::vector<char> dep(inner.size(), 0);
-  for (std::size_t i = 0; i < inner.size(); ++i) {
-    const ir::node& n = inner[static_cast<int>(i)];
-    if (n.prim->kind == ir::prim_kind::parameter) dep[i] = axes[static_cast<std::size_t>(n.attr.ints[0])] >= 0;
-    for (std::size_t a = 0; a < n.arity; ++a) dep[i] = dep[i] || dep[static_cast<std::size_t>(n.operands[a])];
-  }
+  const std::vector<char> dep = batching_detail::analyse(inner, leaf_axes<In, Args...>()).batched;
   std::vector<char> out;
   tree::for_each(r, [&](const auto& leaf) { out.push_back(leaf.id >= 0 && dep[static_cast<std::size_t>(leaf.id)]); });
   return out;
@@ -397,35 +394,19 @@ struct vmap_fn {
         const R r = vmap_detail::trace_unbatched<F, In, Args...>(inner);
         if (inner.missing_rule != nullptr) g.report_missing(inner.missing_rule, inner.missing_rule_kind);
 
-        // Every node of f, in order, emitted into the caller's graph with its batch axis (-1: none).
-        std::vector<int> id(inner.size(), -1), axis(inner.size(), -1);
+        // Every node of f, in order, emitted into the caller's graph with its batch axis (-1: none);
+        // scans and switches whole (transform/control_batching.hpp).
+        std::vector<int> param_axes(axes.begin(), axes.end() - 1);
+        batching_detail::batcher em(inner, g, batch, param_axes);
         for (std::size_t i = 0; i < inner.size(); ++i) {
-          const ir::node n = inner[static_cast<int>(i)];
-          if (n.prim->kind == ir::prim_kind::parameter) {
-            const auto p = static_cast<std::size_t>(n.attr.ints[0]);
-            id[i] = leaves[p];
-            axis[i] = axes[p];
-            continue;
-          }
-          std::array<int, ir::max_operands> ops{-1, -1, -1}, op_axes{-1, -1, -1};
-          bool any = false;
-          for (std::size_t a = 0; a < n.arity; ++a) {
-            ops[a] = id[static_cast<std::size_t>(n.operands[a])];
-            op_axes[a] = axis[static_cast<std::size_t>(n.operands[a])];
-            any = any || op_axes[a] >= 0;
-          }
-          if (n.prim->kind == ir::prim_kind::control) g.report_missing(n.prim, "batch");  // scan, cond: not batched yet
-          if (!any || n.prim->batch == nullptr) {
-            if (any) g.report_missing(n.prim, "batch");
-            ir::node m = n;
-            m.operands = ops;
-            id[i] = g.add(m);
-            continue;
-          }
-          int out_axis = -1;
-          id[i] = n.prim->batch(g, n, ops, op_axes, out_axis);
-          axis[i] = out_axis;
+          const ir::node& n = inner[static_cast<int>(i)];
+          if (n.prim->kind != ir::prim_kind::parameter) continue;
+          const auto p = static_cast<std::size_t>(n.attr.ints[0]);
+          em.set(static_cast<int>(i), leaves[p], axes[p]);
         }
+        em.emit_range(-1, 0, static_cast<int>(inner.size()));
+        const std::vector<int>& id = em.id;
+        const std::vector<int>& axis = em.axis;
 
         // Results: the batch axis moved to its out_axes entry (added by broadcasting where f ignored the batch).
         const std::vector<int> wanted = vmap_detail::result_axes<R, Out>();
