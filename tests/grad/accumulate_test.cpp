@@ -77,10 +77,36 @@ TEST(Accumulate, SumLossIsSummed) {
   (void)mean_grads;
 }
 
+// The arena holds one micro-batch's activations and the running sums; the batch viewed as [M, B / M, ...]
+// is the parameters' own bytes (the planner aliases a reshape of a parameter), not a copy.
 TEST(Accumulate, MicroBatchesLowerThePeak) {
   constexpr auto& big = decltype(tessel::jit(tessel::value_and_grad(loss)))::traced_for<mlp<>, x_t, y_t>::plan;
+  constexpr auto& two = decltype(tessel::jit(tessel::accumulate_gradients<2>(loss)))::traced_for<mlp<>, x_t, y_t>::plan;
   constexpr auto& micro = decltype(tessel::jit(tessel::accumulate_gradients<8>(loss)))::traced_for<mlp<>, x_t, y_t>::plan;
-  std::printf("peak arena bytes: batch 256 in one %zu, in 8 micro-batches %zu\n", big.arena_bytes, micro.arena_bytes);
+  std::printf("peak arena bytes: batch 256 in one %zu, in 2 micro-batches %zu, in 8 micro-batches %zu\n", big.arena_bytes,
+              two.arena_bytes, micro.arena_bytes);
+  EXPECT_LT(micro.arena_bytes, two.arena_bytes);
   EXPECT_LT(micro.arena_bytes * 2, big.arena_bytes);
+  // No kernel copies the batch: each reshape feeding the scan is an alias of its parameter.
+  int aliases = 0;
+  for (std::size_t i = 0; i < micro.alias_of.size(); ++i) aliases += micro.alias_of[i] >= 0;
+  EXPECT_EQ(aliases, 2);
+}
+
+// A scan over the micro-batches: the program is one micro-batch's forward and backward whatever M is.
+TEST(Accumulate, ProgramSizeDoesNotGrowWithM) {
+  using two = decltype(tessel::jit(tessel::accumulate_gradients<2>(loss)))::traced_for<mlp<>, x_t, y_t>;
+  using sixteen = decltype(tessel::jit(tessel::accumulate_gradients<16>(loss)))::traced_for<mlp<>, x_t, y_t>;
+  static_assert(two::nodes == sixteen::nodes);
+  static_assert(two::program.construct_count == 1 && two::program.construct(0).length == 2);
+  static_assert(sixteen::program.construct(0).length == 16);
+  std::printf("program nodes: M = 2 %zu, M = 16 %zu\n", two::nodes, sixteen::nodes);
+  const auto p = params();
+  const auto x = random_tensor<float, shape<256, 32>>(7);
+  const auto y = one_hot_labels();
+  const auto [want_value, want] = tessel::value_and_grad(loss)(p, x, y);
+  const auto [value, grads] = tessel::accumulate_gradients<16>(loss)(p, x, y);
+  EXPECT_NEAR(value[0], want_value[0], 1e-5 * std::abs(want_value[0]));
+  expect_close_trees(grads, want);
 }
 }  // namespace

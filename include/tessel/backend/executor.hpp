@@ -187,6 +187,7 @@ class executor {
   // Where a materialised node's storage is.
   void* storage(int id) const {
     const auto i = static_cast<std::size_t>(id);
+    if (p_.alias_of[i] >= 0) return storage(p_.alias_of[i]);
     const ir::node& n = nd(id);
     if (p_.output_index[i] >= 0 && n.prim->kind != ir::prim_kind::parameter) return outputs_[p_.output_index[i]];
     if (n.prim->kind == ir::prim_kind::parameter) return const_cast<void*>(parameters_[n.attr.ints[0]]);

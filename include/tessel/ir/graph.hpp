@@ -191,7 +191,7 @@ struct construct_record {
   int first_region = 0, region_count = 0;
   std::vector<int> inputs;   // scan: init leaves then xs leaves; switch: operands
   std::vector<int> outputs;  // control nodes, by output index (output o is results[o] of the region run)
-  int residuals = -1;        // scan: the first of the outputs that stack every carry for the backward pass
+  int residuals = -1;        // scan: the first of the outputs stacked for the backward pass (carries, residuals)
   int first_node = 0;        // the table's size when the construct began: its regions' nodes come after
 };
 

@@ -37,6 +37,7 @@ inline std::string human_bytes(std::size_t b) {
 
 template <std::size_t N, std::size_t O>
 std::string buffer_name(const plan::plan<N, O>& p, int id) {
+  if (const int of = p.alias_of[static_cast<std::size_t>(id)]; of >= 0) return buffer_name(p, of);  // its bytes
   const ir::node& n = p.node(id);
   std::string name = n.prim->kind == ir::prim_kind::parameter ? "param"
                      : p.output_index[static_cast<std::size_t>(id)] >= 0 ? "out"

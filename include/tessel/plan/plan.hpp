@@ -10,7 +10,9 @@
 //   contraction  dot_general with its elementwise epilogue, applied to each block of rows while hot
 //   layout / generic  one primitive on whole buffers (transpose, argmax, other reductions)
 // Every other node is materialised: parameters and outputs use the caller's memory; the rest get a slot
-// in one arena, assigned first-fit over their lifetimes, so the peak is a constant of the plan.
+// in one arena, assigned first-fit over their lifetimes, so the peak is a constant of the plan. A reshape
+// of a parameter that must be materialised (a scan's xs, a GEMM operand) is the parameter's own bytes
+// (row-major: same order), so it takes no buffer and no kernel.
 
 #include <algorithm>
 #include <array>
@@ -59,6 +61,7 @@ struct plan {
   std::array<std::int64_t, N> arena_offset{};  // -1 when not in the arena
   std::array<int, N> output_index{};       // first output slot a node is stored to, -1 if none
   std::array<int, N> last_reader{};        // the last kernel that reads a node's buffer
+  std::array<int, N> alias_of{};           // a reshape stored in its operand's buffer: that operand; else -1
   std::array<int, ir::max_regions> region_begin{};  // each region's kernels: [region_begin, region_end)
   std::array<int, ir::max_regions> region_end{};
   std::size_t arena_bytes = 0;             // peak bytes of intermediate buffers
@@ -225,6 +228,7 @@ struct builder {
       out.arena_offset[i] = -1;
       out.output_index[i] = -1;
       out.last_reader[i] = -1;
+      out.alias_of[i] = -1;
       common_kernel[i] = -1;
     }
     find_regions();
@@ -278,6 +282,12 @@ struct builder {
       int k = -1;
       if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
         k = common_kernel[ii];
+      if (k < 0 && kind == ir::prim_kind::reshape && !is_output[ii] &&
+          nd(n.operand(0)).prim->kind == ir::prim_kind::parameter) {
+        out.materialized[ii] = true;
+        out.alias_of[ii] = n.operand(0);
+        continue;
+      }
       if (k < 0) {
         out.materialized[ii] = true;
         kernel_kind kk = kernel_kind::loop;
@@ -418,10 +428,13 @@ struct builder {
   constexpr void assign_buffers() {
     for (int k = 0; k < out.kernel_count; ++k) {
       const kernel& kr = out.kernels[static_cast<std::size_t>(k)];
-      if (kr.kind == kernel_kind::control) {  // inputs read while it runs; results at the end of each run
+      if (kr.kind == kernel_kind::control) {  // inputs read as it starts (a scan's xs: every step); results at the end of each run
         const ir::frozen_construct& fc = p.construct(kr.construct);
         const int end = std::max(k, construct_end(fc));
-        for (int i = 0; i < fc.input_count; ++i) read(p.region_int(fc.inputs + i), read_until(end, kr.region, p.region_int(fc.inputs + i)));
+        for (int i = 0; i < fc.input_count; ++i) {
+          const bool every_step = fc.kind == ir::construct_kind::scan && i >= fc.carries;
+          read(p.region_int(fc.inputs + i), read_until(every_step ? end : k, kr.region, p.region_int(fc.inputs + i)));
+        }
         if (fc.index >= 0) read(fc.index, read_until(k, kr.region, fc.index));
         for (int b = fc.first_region; b < fc.first_region + fc.region_count; ++b) {
           const ir::frozen_region& reg = p.region(b);
@@ -438,6 +451,8 @@ struct builder {
         }
       }
     }
+    for (std::size_t i = 0; i < N; ++i)  // an alias's readers read its operand
+      if (out.alias_of[i] >= 0) read(out.alias_of[i], out.last_reader[i]);
     struct slot {
       std::size_t offset, end;
       int from, to;
@@ -446,7 +461,7 @@ struct builder {
     std::size_t placed_count = 0;
     for (std::size_t i = 0; i < N; ++i) {
       const ir::node& n = p.nodes[i];
-      if (!out.materialized[i]) continue;
+      if (!out.materialized[i] || out.alias_of[i] >= 0) continue;
       if (n.prim->kind == ir::prim_kind::parameter) {
         out.parameter_bytes += out.bytes(static_cast<int>(i));
         continue;

@@ -10,9 +10,17 @@
 // examples (loss_reduction::mean, the default; the result equals the big batch's mean loss and its
 // gradient), summed for a loss that is a sum (loss_reduction::sum). The gradient is params' tree.
 //
-// Traced, the micro-batches are unrolled in order — forward, backward, accumulate, next — so the
-// planner's buffer lifetimes hold one micro-batch's activations at a time: the arena peak is about a
-// micro-batch's, not the batch's (`dump` shows it), while the GEMMs see M-times-smaller row counts.
+// Traced, it is a scan over the micro-batches (transform/scan.hpp; JAX's recipe): each batch leaf
+// [B, ...] is viewed as [M, B / M, ...], the carry is (loss sum, gradient tree sum), starting at zero,
+// and the body is value_and_grad of loss on one micro-batch, added into the carry. So the program holds
+// one micro-batch's forward and backward whatever M is (its size does not grow with M), the activations
+// in the arena are a micro-batch's, not the batch's (`dump` shows it), and the GEMMs see M-times-smaller
+// row counts. The sums are those of the loop written out (0 + v is v exactly), in micro-batch order.
+// M = 1 is value_and_grad itself (no loop). The batch viewed as [M, B / M, ...] costs nothing (the
+// planner stores a reshape of a parameter in the parameter's bytes). What it does cost: the running sums
+// are a gradient tree in the arena, next to their zero initial value and the scan's final carry (three
+// parameter-sized buffers), so accumulation saves memory only when a batch's activations outweigh the
+// parameters (examples/grad_accumulation.cpp prints both peaks).
 // Called with tensors, it is jitted like grad.
 
 #include <cstddef>
@@ -21,9 +29,9 @@
 #include <utility>
 
 #include "tessel/core/error.hpp"
-#include "tessel/prim/materialize.hpp"
-#include "tessel/prim/slice.hpp"
+#include "tessel/prim/reshape.hpp"
 #include "tessel/transform/grad.hpp"
+#include "tessel/transform/scan.hpp"
 
 namespace tessel {
 
@@ -40,15 +48,26 @@ consteval bool splittable(std::size_t m) {
   else return false;
 }
 
-// Micro-batch I of M: rows [I * n / M, (I + 1) * n / M) of every leaf.
-template <std::size_t M, std::size_t I, class X>
-constexpr auto micro(const X& x) {
-  if constexpr (Traced<X>) {
-    constexpr long rows = static_cast<long>(X::shape_type::dims[0] / M);
-    return slice_in_dim<0, static_cast<long>(I) * rows, static_cast<long>(I + 1) * rows>(x);
-  } else {
-    return std::apply([](const auto&... p) { return std::make_tuple(micro<M, I>(p)...); }, x);
-  }
+template <std::size_t M, class S>
+struct split_shape;
+template <std::size_t M, std::size_t B, std::size_t... D>
+struct split_shape<M, shape<B, D...>> {
+  using type = shape<M, B / M, D...>;
+};
+
+// Every leaf [B, ...] viewed as M micro-batches [M, B / M, ...] (micro-batch i: rows i B / M ..).
+template <std::size_t M, class X>
+constexpr auto split(const X& x) {
+  if constexpr (Traced<X>) return reshape<typename split_shape<M, typename X::shape_type>::type>(x);
+  else return std::apply([](const auto&... p) { return std::make_tuple(split<M>(p)...); }, x);
+}
+
+// A tree of X's type with every leaf zero (the accumulators' start).
+template <class X>
+constexpr X zeros_of(const X& like) {
+  X out = like;
+  tree::for_each(out, [](auto& leaf) { leaf.id = prim::build::zeros_like(*leaf.graph, leaf.id); });
+  return out;
 }
 
 }  // namespace accumulate_detail
@@ -71,30 +90,33 @@ struct accumulate_fn {
             "dividing the batch size", P>();
       return std::make_tuple(tracer<float, shape<>>{}, params);
     } else {
-      return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        using value_t = std::remove_cvref_t<decltype(std::get<0>(value_and_grad(Loss{})(params, accumulate_detail::micro<M, 0>(batch)...)))>;
+      auto micro_step = [&params](const auto&... micro) { return value_and_grad(Loss{})(params, micro...); };
+      if constexpr (M == 1) {
+        return micro_step(batch...);
+      } else {
+        using value_t = std::remove_cvref_t<decltype(Loss{}(
+            params, std::declval<typename control_detail::sliced<decltype(accumulate_detail::split<M>(batch))>::type>()...))>;
+        // The accumulators start at zero: 0 + v is v exactly, so the sums are those of the unrolled loop.
         value_t value{};
-        P grads{};
-        bool first = true;
-        auto step = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-          const auto [v, g] = value_and_grad(Loss{})(params, accumulate_detail::micro<M, K>(batch)...);
-          if (first) {
-            value = v;
-            grads = g;
-            first = false;
-          } else {  // summed now, into one buffer (not fused into one sum of M live gradients at the end)
-            value = materialize(value + v);
-            grads = tree_map([](auto a, auto b) { return materialize(a + b); }, grads, g);
-          }
-        };
-        (step(std::integral_constant<std::size_t, I>{}), ...);
-        if constexpr (Reduction == loss_reduction::mean && M > 1) {
+        value.graph = control_detail::graph_of(params);
+        value.id = prim::build::literal(*value.graph, ir::code_of<typename value_t::value_type>(), 0.0);
+        const auto init = std::tuple{value, accumulate_detail::zeros_of(params)};
+        const auto [sums, none] = scan(
+            [&micro_step](const auto& acc, const auto& micro) {
+              const auto [v, g] = std::apply(micro_step, micro);
+              auto grads = tree_map([](auto a, auto b) { return a + b; }, std::get<1>(acc), g);
+              return std::tuple{std::tuple{std::get<0>(acc) + v, grads}, std::tuple<>{}};
+            },
+            init, std::make_tuple(accumulate_detail::split<M>(batch)...));
+        (void)none;
+        auto [total, grads] = sums;
+        if constexpr (Reduction == loss_reduction::mean) {
           constexpr float scale = 1.0f / static_cast<float>(M);
-          value = value * scale;
-          grads = tree_map([](auto a) { return a * scale; }, grads);
+          return std::make_tuple(total * scale, tree_map([](auto a) { return a * scale; }, grads));
+        } else {
+          return std::make_tuple(total, grads);
         }
-        return std::make_tuple(value, grads);
-      }(std::make_index_sequence<M>{});
+      }
     }
   }
 };

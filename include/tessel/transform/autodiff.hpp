@@ -94,8 +94,14 @@ constexpr std::vector<pulled> remat_pull(ir::graph_builder& g, int id, int ct) {
   }
   // The copies. value[i]: what a recomputed node reads for node i; copy[i]: the node whose rule runs.
   std::vector<int> value(span, -1), copy(span, -1), barrier(span, -1);
+  // Inside a control-flow body being built (a scan's backward step), an input made before the construct
+  // began (a weight the body reads) is a loop invariant: read as it is, not copied each step.
+  const int open = g.current_region();
+  const int invariant_below =
+      open < 0 ? 0 : g.constructs[static_cast<std::size_t>(g.regions[static_cast<std::size_t>(open)].construct)].first_node;
   auto value_of = [&](int o) {
     if (o < lo || (!is_input[at(o)] && !seg[at(o)])) return o;  // a constant of the function
+    if (is_input[at(o)] && o < invariant_below) return o;
     if (is_input[at(o)] || saved[at(o)]) {
       if (barrier[at(o)] < 0) barrier[at(o)] = prim::build::optimization_barrier(g, o, ct);
       return barrier[at(o)];

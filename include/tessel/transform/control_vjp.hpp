@@ -1,12 +1,24 @@
 #pragma once
 // Reverse mode through control flow (scan, switch): the rules autodiff.hpp declares for constructs.
 //
-// scan: the backward pass is one more scan, run the other way. The forward scan stacks every carry it
-// starts a step with (extra ys of the same scan, so it still runs once); each backward step re-traces the
-// forward body on that step's carry and x (a copy of the body's nodes with new parameters) and runs its
-// VJP: carries are the carries' cotangents and a running sum of the cotangents of each value the body
-// reads from outside (its closures: weights); xs are the stacked carries, the xs and the ys' cotangents;
-// ys are the xs' cotangents. So memory is one carry per step, and the body is computed twice.
+// scan: the backward pass is one more scan, run the other way (backprop through time), over residuals the
+// forward scan saved. The backward body is built as the forward body copied on a step's carry and x and
+// differentiated; the forward values its VJP nodes read are the residuals: each becomes an extra stacked
+// y of the forward scan (so the forward scan still runs once, and computes the body once), and the VJP
+// nodes are emitted again reading them (the copy is left dead: the planner makes no kernels for it).
+// Only what the VJP reads is stacked (a tanh's output, a matmul's other operand), plus every carry a
+// step starts with; values that do not depend on the carry or x (closures: weights, their broadcasts)
+// are read directly, xs are sliced from the xs, and a residual that is already a y is that y. So the
+// body is computed once and memory is the residuals of every step. A value made by a nested construct's
+// own backward pass (the residuals of an inner scan) is not stacked: the inner forward scan then runs
+// again in the outer backward step. The backward scan's carries are the carries' cotangents and a
+// running sum of the cotangents of each closure; xs are the residuals, the xs and the ys' cotangents;
+// ys are the xs' cotangents.
+// Under checkpoint (transform/remat.hpp) the body holds a checkpoint node, whose reverse rule recomputes
+// the checkpointed function from its arguments (autodiff.hpp, remat_pull): the VJP then reads only the
+// arguments (the carries, x; closures directly, not copied per step), or under dots_saveable also the
+// contraction results, so only those are stacked and the rest is recomputed in each backward step
+// (everything_saveable is the default). JAX's scan of a jax.checkpoint-ed body does the same.
 // switch: the backward pass is a switch on the same index whose branch b is branch b's VJP (re-traced on
 // the operands), returning the operands' cotangents and those of every closure of any branch (zero
 // where a branch does not read it). Bodies holding constructs of their own are copied with them.
@@ -42,6 +54,7 @@ namespace control_detail {
 struct region_nodes {
   int lo = 0, hi = 0;
   std::vector<char> member;  // by id - lo
+  std::vector<int> where;    // by id - lo: the innermost region a node is in (-1: outside every region)
   constexpr bool in(int id) const { return id >= lo && id < hi && member[static_cast<std::size_t>(id - lo)]; }
 };
 
@@ -78,6 +91,7 @@ constexpr region_nodes members_of(const ir::graph_builder& g, int r, int hi) {
     region[static_cast<std::size_t>(i - m.lo)] = q;
     m.member[static_cast<std::size_t>(i - m.lo)] = inside(g, q, r);
   }
+  m.where = region;
   return m;
 }
 
@@ -95,6 +109,8 @@ constexpr void add_closures(const ir::graph_builder& g, int r, const region_node
     if (!m.in(i)) continue;
     const ir::node& n = g[i];
     for (std::size_t a = 0; a < n.arity; ++a) consider(n.operands[a]);
+    if (is_call(*n.prim))  // checkpoint, custom_vjp: their reverse rules send cotangents to the inputs they name
+      for (int k = 0; k < call_input_count(n); ++k) consider(call_input(n, k));
     if (n.prim->kind == ir::prim_kind::control && n.attr.ints[1] == 0) {  // a nested construct's inputs and results
       const ir::construct_record& c = g.constructs[static_cast<std::size_t>(n.attr.ints[0])];
       for (int in : c.inputs) consider(in);
@@ -106,13 +122,19 @@ constexpr void add_closures(const ir::graph_builder& g, int r, const region_node
 }
 
 // Copies region r's nodes, reading `params[k]` for its parameter k, constructs nested in it included (as
-// new constructs with new regions); returns the map from old ids (by id - lo).
-constexpr std::vector<int> copy_region(ir::graph_builder& g, int r, const region_nodes& m, const std::vector<int>& params) {
+// new constructs with new regions); returns the map from old ids (by id - lo). `preset` (old id, new id)
+// pairs, ids in [lo, hi) that are not copied, stand for values given from elsewhere.
+struct substitute {
+  int from, to;
+};
+constexpr std::vector<int> copy_region(ir::graph_builder& g, int r, const region_nodes& m, const std::vector<int>& params,
+                                       const std::vector<substitute>& preset = {}) {
   std::vector<int> map(static_cast<std::size_t>(m.hi - m.lo), -1);
   auto at = [&](int id) -> int& { return map[static_cast<std::size_t>(id - m.lo)]; };
-  auto mapped_id = [&](int id) { return m.in(id) ? at(id) : id; };
+  auto mapped_id = [&](int id) { return id >= m.lo && id < m.hi && at(id) >= 0 ? at(id) : id; };
+  for (const substitute& s : preset) at(s.from) = s.to;
   const std::vector<int> old_params = g.regions[static_cast<std::size_t>(r)].params;
-  for (std::size_t k = 0; k < old_params.size(); ++k) at(old_params[k]) = params[k];
+  for (std::size_t k = 0; k < old_params.size() && k < params.size(); ++k) at(old_params[k]) = params[k];
   std::vector<int> region_map(g.regions.size(), -1), construct_map(g.constructs.size(), -1);
   // A nested construct's copy: its record, its regions (contiguous) and their parameters, made at once.
   auto copy_construct = [&](int c) {
@@ -170,13 +192,17 @@ constexpr std::vector<int> copy_region(ir::graph_builder& g, int r, const region
       continue;
     }
     for (std::size_t a = 0; a < n.arity; ++a) n.operands[a] = mapped_id(n.operands[a]);
+    if (n.prim == &prim::optimization_barrier_p) n.attr.ints[0] = mapped_id(static_cast<int>(n.attr.ints[0]));  // the node it follows
+    if (is_call(*n.prim))  // checkpoint, custom_vjp: the function inputs its attributes name
+      for (int k = 0; k < call_input_count(n); ++k)
+        n.attr.ints[static_cast<std::size_t>(1 + k)] = mapped_id(call_input(n, k));
     at(i) = g.add(n);
   }
   return map;
 }
 
 constexpr int mapped(const region_nodes& m, const std::vector<int>& map, int id) {
-  return m.in(id) ? map[static_cast<std::size_t>(id - m.lo)] : id;
+  return id >= m.lo && id < m.hi && map[static_cast<std::size_t>(id - m.lo)] >= 0 ? map[static_cast<std::size_t>(id - m.lo)] : id;
 }
 
 constexpr int or_zeros(ir::graph_builder& g, int ct, int like) { return ct >= 0 ? ct : prim::build::zeros_like(g, like); }
@@ -187,33 +213,25 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   const region_nodes m = members_of(g, r, g.constructs[static_cast<std::size_t>(c)].outputs[0]);
   std::vector<int> closures;
   add_closures(g, r, m, active, closures);
-  // Stack the carries each step starts with, as extra ys of the forward scan (once per scan).
-  if (g.constructs[static_cast<std::size_t>(c)].residuals < 0) {
-    const ir::construct_record fc = g.constructs[static_cast<std::size_t>(c)];
-    g.constructs[static_cast<std::size_t>(c)].residuals = static_cast<int>(fc.outputs.size());
-    for (int k = 0; k < fc.carries; ++k) {
-      const int p = g.regions[static_cast<std::size_t>(r)].params[static_cast<std::size_t>(k)];
-      g.regions[static_cast<std::size_t>(r)].results.push_back(p);
-      control::output(g, c, g[p].dtype, control::stacked(static_cast<std::size_t>(fc.length), g[p].shape));
-    }
-  }
   const ir::construct_record fc = g.constructs[static_cast<std::size_t>(c)];
   const ir::region_record fr = g.regions[static_cast<std::size_t>(r)];
   const int nc = fc.carries;
   const int nx = static_cast<int>(fc.inputs.size()) - nc;
-  const int ny = static_cast<int>(ocs.size()) - nc;  // the ys with a cotangent slot (not this call's residuals)
+  const int ny = static_cast<int>(ocs.size()) - nc;  // every y so far (residuals of earlier pulls included)
   auto floating = [&](int id) { return ir::is_floating(g[id].dtype); };
 
-  // The backward scan. Its parameters are made first (carries' cotangents, then the stacked carries,
-  // xs and ys' cotangents), the forward body is copied and differentiated, and then each closure gets
-  // a running-sum carry, or, when its per-step cotangent is a contraction of two per-step values smaller
-  // than the result (h^T ct for a weight: a rank-1 update), the two values are stacked as ys and
-  // contracted once over the steps after the loop (one GEMM instead of L rank-1 updates).
+  // The backward scan. Its parameters are made first (carries' cotangents, each step's starting carries
+  // and xs, ys' cotangents), the forward body is copied on them and differentiated; then the residuals
+  // (the forward values the VJP nodes read) become stacked ys of the forward scan, and the VJP nodes are
+  // emitted again reading them, so the copy is left dead. Then each closure gets a running-sum carry, or,
+  // when its per-step cotangent is a contraction of two per-step values smaller than the result (h^T ct
+  // for a weight: a rank-1 update), the two values are stacked as ys and contracted once over the steps
+  // after the loop (one GEMM instead of L rank-1 updates).
   const int b = control::new_construct(g, ir::construct_kind::scan);
   const int rb = control::open_region(g, b);
   const int floor = static_cast<int>(g.size());
   std::vector<int> carry_ct, res, xs, y_ct, y_index;
-  std::vector<int> carry_inputs, x_inputs;
+  std::vector<int> carry_inputs, y_ct_inputs;
   for (int k = 0; k < nc; ++k) {
     const int p = fr.params[static_cast<std::size_t>(k)];
     if (!floating(p)) continue;
@@ -223,30 +241,24 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   for (int k = 0; k < nc; ++k) {
     const int p = fr.params[static_cast<std::size_t>(k)];
     res.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
-    x_inputs.push_back(fc.outputs[static_cast<std::size_t>(fc.residuals + k)]);
   }
   for (int j = 0; j < nx; ++j) {
     const int p = fr.params[static_cast<std::size_t>(nc + j)];
     xs.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
-    x_inputs.push_back(fc.inputs[static_cast<std::size_t>(nc + j)]);
   }
   for (int y = 0; y < ny; ++y) {
     const int out = fc.outputs[static_cast<std::size_t>(nc + y)];
     if (ocs[static_cast<std::size_t>(nc + y)] < 0 || !floating(out)) continue;
     y_index.push_back(y);
     y_ct.push_back(control::region_parameter(g, rb, g[out].dtype, control::unstacked(g[out].shape)));
-    x_inputs.push_back(ocs[static_cast<std::size_t>(nc + y)]);
+    y_ct_inputs.push_back(ocs[static_cast<std::size_t>(nc + y)]);
   }
-  const std::vector<int> x_params = [&] {
-    std::vector<int> v = res;
-    v.insert(v.end(), xs.begin(), xs.end());
-    v.insert(v.end(), y_ct.begin(), y_ct.end());
-    return v;
-  }();
   // The forward body again, on this step's carry and x, and its VJP.
   std::vector<int> fwd_params = res;
   fwd_params.insert(fwd_params.end(), xs.begin(), xs.end());
+  const int copy_lo = static_cast<int>(g.size());
   const std::vector<int> map = copy_region(g, r, m, fwd_params);
+  const int copy_hi = static_cast<int>(g.size());
   std::vector<pulled> seeds;
   {
     std::size_t next = 0;
@@ -262,7 +274,92 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   for (int j = 0; j < nx; ++j)
     if (floating(xs[static_cast<std::size_t>(j)])) wrt.push_back(xs[static_cast<std::size_t>(j)]);
   wrt.insert(wrt.end(), closures.begin(), closures.end());
-  const std::vector<int> cts = reverse(g, seeds, wrt, floor);
+  std::vector<int> cts = reverse(g, seeds, wrt, floor);
+  const int vjp_hi = static_cast<int>(g.size());
+
+  // Residuals: the step values (starting carries, values of the copied body) that the VJP reads. A copied
+  // value stands for the forward body's node it copies (its counterpart in region r itself); a value with
+  // none (an output a nested construct's own backward pass added to the copy) stays, and is recomputed
+  // with what it needs. Under checkpoint the VJP recomputes the body from the checkpoint's arguments, so
+  // only those are read (remat_pull): the carries, and the contractions under dots_saveable.
+  std::vector<int> counterpart(static_cast<std::size_t>(vjp_hi - floor), -1);  // by id - floor
+  for (int i = m.lo; i < m.hi; ++i) {
+    const int copy = mapped(m, map, i);
+    if (m.in(i) && m.where[static_cast<std::size_t>(i - m.lo)] == r && copy >= copy_lo && copy < copy_hi)
+      counterpart[static_cast<std::size_t>(copy - floor)] = i;
+  }
+  std::vector<char> referenced(static_cast<std::size_t>(vjp_hi - floor), false);
+  auto reference = [&](int id) {
+    if (id >= floor && id < vjp_hi && counterpart[static_cast<std::size_t>(id - floor)] >= 0) referenced[static_cast<std::size_t>(id - floor)] = true;
+  };
+  for (int i = copy_hi; i < vjp_hi; ++i) {
+    const ir::node& n = g[i];
+    for (std::size_t a = 0; a < n.arity; ++a) reference(n.operands[a]);
+    if (is_call(*n.prim))
+      for (int k = 0; k < call_input_count(n); ++k) reference(call_input(n, k));
+    if (n.prim->kind == ir::prim_kind::control && n.attr.ints[1] == 0) {
+      const ir::construct_record& nested = g.constructs[static_cast<std::size_t>(n.attr.ints[0])];
+      for (int in : nested.inputs) reference(in);
+      if (nested.index >= 0) reference(nested.index);
+      for (int q = nested.first_region; q < nested.first_region + nested.region_count; ++q)
+        for (int v : g.regions[static_cast<std::size_t>(q)].results) reference(v);
+    }
+  }
+  for (int ct : cts) reference(ct);
+  // Each residual: a parameter of the backward body reading the forward scan's stacked y of it.
+  // The starting carries are always stacked (their parameters res[k] stay: a dead one in a body would be
+  // a parameter that no list names); then every copied value the VJP reads.
+  std::vector<int> residual_params = res, residual_of(fr.params.begin(), fr.params.begin() + nc);  // residual_of: the forward node
+  std::vector<substitute> preset;
+  for (int i = floor; i < vjp_hi; ++i) {
+    if (!referenced[static_cast<std::size_t>(i - floor)]) continue;
+    const int f = counterpart[static_cast<std::size_t>(i - floor)];
+    const int p = control::region_parameter(g, rb, g[f].dtype, g[f].shape);
+    residual_params.push_back(p);
+    residual_of.push_back(f);
+    preset.push_back(substitute{i, p});
+  }
+  // The VJP nodes again, reading the residual parameters (constructs nested in them copied as well).
+  {
+    const region_nodes in_rb = members_of(g, rb, vjp_hi);
+    region_nodes vjp;
+    vjp.lo = floor;
+    vjp.hi = vjp_hi;
+    vjp.member.assign(static_cast<std::size_t>(vjp_hi - floor), false);
+    vjp.where.assign(static_cast<std::size_t>(vjp_hi - floor), -1);
+    for (int i = copy_hi; i < vjp_hi; ++i) {
+      // Outputs a nested backward pass added to a copied construct are that construct's: not emitted again.
+      const ir::node& n = g[i];
+      const bool late_output = n.prim->kind == ir::prim_kind::control && g.constructs[static_cast<std::size_t>(n.attr.ints[0])].first_node < copy_hi;
+      vjp.member[static_cast<std::size_t>(i - floor)] = in_rb.in(i) && !late_output;
+    }
+    const std::vector<int> again = copy_region(g, rb, vjp, {}, preset);
+    for (int& ct : cts)
+      if (ct >= 0) ct = mapped(vjp, again, ct);
+  }
+  std::vector<int> x_params, x_inputs;
+  for (std::size_t i = 0; i < residual_params.size(); ++i) {
+    const int f = residual_of[i];
+    ir::region_record& reg = g.regions[static_cast<std::size_t>(r)];
+    int o = -1;
+    for (std::size_t y = static_cast<std::size_t>(nc); y < reg.results.size() && o < 0; ++y)
+      if (reg.results[y] == f) o = static_cast<int>(y);  // already stacked: a y, or a residual of an earlier pull
+    if (o < 0) {
+      if (g.constructs[static_cast<std::size_t>(c)].residuals < 0)
+        g.constructs[static_cast<std::size_t>(c)].residuals = static_cast<int>(reg.results.size());
+      o = static_cast<int>(reg.results.size());
+      reg.results.push_back(f);
+      control::output(g, c, g[f].dtype, control::stacked(static_cast<std::size_t>(fc.length), g[f].shape));
+    }
+    x_params.push_back(residual_params[i]);
+    x_inputs.push_back(g.constructs[static_cast<std::size_t>(c)].outputs[static_cast<std::size_t>(o)]);
+  }
+  for (int j = 0; j < nx; ++j) {
+    x_params.push_back(xs[static_cast<std::size_t>(j)]);
+    x_inputs.push_back(fc.inputs[static_cast<std::size_t>(nc + j)]);
+  }
+  x_params.insert(x_params.end(), y_ct.begin(), y_ct.end());
+  x_inputs.insert(x_inputs.end(), y_ct_inputs.begin(), y_ct_inputs.end());
 
   std::vector<int> carry_results, x_results;
   std::size_t w = 0;
@@ -284,14 +381,20 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   std::vector<hoisted> hoists;
   std::vector<int> acc_closures, acc_params, acc_results;
   auto stacked_operand = [&](int id, int& at, bool& is_output) {
+    while (g[id].prim == &optimization_barrier_p && body.in(g[id].operands[0])) id = g[id].operands[0];  // the same value
     for (std::size_t i = 0; i < x_params.size(); ++i)
       if (x_params[i] == id) {  // already stacked: the input itself
         at = x_inputs[i];
         is_output = false;
         return;
       }
-    at = static_cast<int>(x_results.size());
     is_output = true;
+    for (std::size_t i = 0; i < x_results.size(); ++i)
+      if (x_results[i] == id) {  // stacked already (for another closure, or as an x's cotangent)
+        at = static_cast<int>(i);
+        return;
+      }
+    at = static_cast<int>(x_results.size());
     x_results.push_back(id);
   };
   for (int cl : closures) {

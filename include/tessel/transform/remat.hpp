@@ -13,6 +13,11 @@
 //   everything_saveable  keep everything (the same plan as without checkpoint)
 // `dump` shows the effect: smaller peak arena bytes, more flops. f is captureless and returns one tensor;
 // its arguments are tensors or trees of them, at most 14 leaves in all.
+// In a scan body (`scan([&](auto h, auto x) { auto n = checkpoint(cell)(h, x, w); return std::tuple{n, n}; }, ...)`)
+// the forward scan then stacks only what the policy keeps (the carries; the GEMM results too under
+// dots_saveable) and each backward step recomputes the rest; without checkpoint it stacks the residuals
+// the body's VJP reads and recomputes nothing (transform/control_vjp.hpp). Arguments made outside the
+// scan (weights) are read as they are in each backward step, not copied.
 //
 // How: the call adds an identity node, checkpoint, naming the arguments and the policy (prim/remat.hpp);
 // reverse mode recomputes through optimization_barrier nodes that depend on the incoming cotangent

@@ -12,11 +12,18 @@
 // The carry is a tracer or a tree of them and the body must return a carry of exactly its dtypes and
 // shapes (a compile error names the first leaf that differs). Without xs, give the length:
 // scan<L>(f, init) calls f(carry, std::tuple<>{}). options: reverse runs the steps from L - 1 down to 0
-// (ys are still stored at their step's index, as in JAX); unroll is accepted for JAX's signature and has
-// no effect here (the body is one sub-plan run per step). grad through scan is a reverse scan and jvp
-// a scan over (value, tangent) pairs (transform/control_vjp.hpp); vmap of a scan is not written yet (a
-// compile error says so). Structs of ys come back as the same struct over a family of stacked tracers.
+// (ys are still stored at their step's index, as in JAX); unroll = U (at least 1; less stops tracing at
+// a function named scan_unroll_must_be_at_least_1...) traces U copies of the body into the loop body, so
+// each loop iteration runs U steps: the planner fuses across them and the executor's per-iteration cost
+// is paid L / U times; the L % U remaining steps are traced after the loop, outside it, and U >= L
+// unrolls the whole scan (no loop). Results are bit-identical to unroll 1 (the same steps in the same
+// order, reverse included); the program grows with U (scan_unrolled below), and so does compile time:
+// 1000 steps of a small cell fully unrolled exceed g++'s default -fconstexpr-ops-limit. grad through scan is a
+// reverse scan and jvp a scan over (value, tangent) pairs (transform/control_vjp.hpp); vmap batches
+// the scan whole (transform/control_batching.hpp). Structs of ys come back as the same struct over a
+// family of stacked tracers.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
@@ -37,7 +44,7 @@ namespace tessel {
 
 struct scan_options {
   bool reverse = false;
-  int unroll = 1;  // accepted, no effect (see above)
+  int unroll = 1;  // steps of the body per loop iteration, at least 1 (see above)
 };
 
 namespace control_detail {
@@ -240,6 +247,175 @@ constexpr void push_ids(const X& x, std::vector<int>& ids) {
   tree::for_each(x, [&](const auto& leaf) { ids.push_back(leaf.id); });
 }
 
+// ---- unroll: U steps of the body per loop iteration (value level, so U may come from the options) ----
+
+// Reached only when a scan is traced with unroll < 1: not constexpr, so tracing stops here with this name.
+inline void scan_unroll_must_be_at_least_1_fix_pass_unroll_1_for_one_step_per_iteration() {}
+
+// A tree of X's type whose leaves are the given node ids, in tree order.
+template <class X>
+constexpr X with_ids(ir::graph_builder& g, const std::vector<int>& ids, std::size_t first = 0) {
+  X x{};
+  std::size_t i = first;
+  tree::for_each(x, [&](auto& leaf) {
+    leaf.graph = &g;
+    leaf.id = ids[i++];
+  });
+  return x;
+}
+
+// n copies of v (a sized std::vector constructor is not constant-evaluable on clang with libstdc++).
+constexpr std::vector<int> filled(std::size_t n, int v) {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back(v);
+  return out;
+}
+
+// count rows of x from row `begin` (its leading axis).
+constexpr int rows_of(ir::graph_builder& g, int x, std::size_t begin, std::size_t count) {
+  const ir::dims s = g[x].shape;
+  prim::build::offsets start{}, stride{};
+  stride.fill(1);
+  start[0] = static_cast<std::int64_t>(begin);
+  ir::dims out = s;
+  out.d[0] = count;
+  return prim::build::slice(g, x, start, stride, out);
+}
+
+// x with a new axis of length 1 at `axis`.
+constexpr int insert_unit_axis(ir::graph_builder& g, int x, std::size_t axis) {
+  const ir::dims s = g[x].shape;
+  ir::dims out;
+  out.rank = static_cast<std::uint8_t>(s.rank + 1);
+  for (std::size_t i = 0, k = 0; i < out.rank; ++i) out.d[i] = i == axis ? 1 : s.d[k++];
+  return prim::build::reshape(g, x, out);
+}
+
+// parts joined along `axis`, in order (concatenations of two or three, nested log-deep).
+constexpr int join(ir::graph_builder& g, std::vector<int> parts, std::size_t axis) {
+  while (parts.size() > 1) {
+    std::vector<int> next;
+    for (std::size_t i = 0; i < parts.size();) {
+      const std::size_t n = parts.size() - i >= 3 ? 3 : parts.size() - i;
+      if (n == 1) {
+        next.push_back(parts[i]);
+      } else {
+        std::array<int, ir::max_operands> a{};
+        for (std::size_t k = 0; k < n; ++k) a[k] = parts[i + k];
+        next.push_back(prim::build::concatenate(g, a, n, axis));
+      }
+      i += n;
+    }
+    parts = next;
+  }
+  return parts[0];
+}
+
+// Steps [begin, end) of the scan traced inline (no loop), in step order (descending when reverse); the
+// carry is threaded through and, for each y leaf, the ys come back joined in index order.
+template <class F, class C, class XS, class Y>
+constexpr C inline_steps(F& f, C carry, const std::vector<int>& xs, ir::graph_builder& g, std::size_t begin, std::size_t end,
+                         bool reverse, std::vector<int>& ys) {
+  const std::size_t nx = xs.size(), ny = tree::leaf_count<Y>();
+  std::vector<std::vector<int>> pieces;
+  for (std::size_t l = 0; l < ny; ++l) pieces.push_back(filled(end - begin, -1));
+  for (std::size_t k = 0; k < end - begin; ++k) {
+    const std::size_t i = reverse ? end - 1 - k : begin + k;
+    std::vector<int> x_ids;
+    for (std::size_t l = 0; l < nx; ++l)
+      x_ids.push_back(prim::build::reshape(g, rows_of(g, xs[l], i, 1), prim::control::unstacked(g[xs[l]].shape)));
+    const auto result = f(std::as_const(carry), with_ids<XS>(g, x_ids));
+    carry = std::get<0>(result);
+    std::vector<int> y_ids;
+    push_ids(std::get<1>(result), y_ids);
+    for (std::size_t l = 0; l < ny; ++l) pieces[l][i - begin] = insert_unit_axis(g, y_ids[l], 0);
+  }
+  ys.clear();
+  for (std::size_t l = 0; l < ny; ++l) ys.push_back(join(g, pieces[l], 0));
+  return carry;
+}
+
+// scan with o.unroll = U > 1 (as JAX lowers it): with Q = L / U loop iterations and R = L % U, a scan of
+// length Q whose body is U copies of f (steps qU .. qU + U - 1, descending when reverse), then the R
+// remaining steps traced inline (forward: steps QU .. L - 1 after the loop; reverse: steps R - 1 .. 0
+// after the loop over R .. L - 1). Each xs leaf [L, ...] is split once, before the loop, into U leaves
+// [Q, ...] (leaf j holds steps qU + j), and each y leaf comes back as U leaves [Q, ...] interleaved into
+// [QU, ...] after it; so the loop body holds only the U copies of f, and the program is an ordinary scan
+// construct (grad, jvp and vmap see nothing new). U >= L: every step inline, no loop.
+template <std::size_t L, class F, class C, class X, class XS, class Y, class YS>
+constexpr std::tuple<C, YS> scan_unrolled(F& f, const C& init, const X& xs, ir::graph_builder& g, scan_options o) {
+  const std::size_t U = static_cast<std::size_t>(o.unroll) >= L ? L : static_cast<std::size_t>(o.unroll);
+  const std::size_t Q = U == L ? 0 : L / U, R = L - Q * U;
+  const std::size_t loop_begin = o.reverse ? R : 0;                    // the loop's steps: [loop_begin, loop_begin + QU)
+  const std::size_t rest_begin = o.reverse ? 0 : Q * U, rest_end = rest_begin + R;
+  std::vector<int> x_ids;
+  push_ids(xs, x_ids);
+  const std::size_t nx = x_ids.size(), nc = tree::leaf_count<C>();
+  const std::vector<leaf_info> y_leaves = leaves_of<Y>();
+  const std::size_t ny = y_leaves.size();
+  C carry = init;
+  std::vector<int> loop_ys = filled(ny, -1);
+  if (Q > 0) {
+    std::vector<int> inputs;
+    push_ids(init, inputs);
+    for (std::size_t j = 0; j < U; ++j)
+      for (std::size_t l = 0; l < nx; ++l) {  // leaf l, steps loop_begin + qU + j: a strided slice of rows
+        const ir::dims s = g[x_ids[l]].shape;
+        prim::build::offsets start{}, stride{};
+        stride.fill(1);
+        start[0] = static_cast<std::int64_t>(loop_begin + j);
+        stride[0] = static_cast<std::int64_t>(U);
+        ir::dims out = s;
+        out.d[0] = Q;
+        inputs.push_back(prim::build::slice(g, x_ids[l], start, stride, out));
+      }
+    const int c = prim::control::new_construct(g, ir::construct_kind::scan);
+    {
+      ir::construct_record& cr = g.constructs[static_cast<std::size_t>(c)];
+      cr.length = static_cast<int>(Q);
+      cr.reverse = o.reverse;
+      cr.carries = static_cast<int>(nc);
+      cr.inputs = inputs;
+    }
+    const int r = prim::control::open_region(g, c);
+    C body_carry = region_parameters<C>(g, r);
+    std::vector<int> params;
+    for (std::size_t j = 0; j < U; ++j) push_ids(region_parameters<XS>(g, r), params);
+    std::vector<int> slot_ys = filled(U * ny, -1);
+    for (std::size_t k = 0; k < U; ++k) {
+      const std::size_t j = o.reverse ? U - 1 - k : k;
+      const auto result = f(std::as_const(body_carry), with_ids<XS>(g, params, j * nx));
+      body_carry = std::get<0>(result);
+      std::vector<int> y_ids;
+      push_ids(std::get<1>(result), y_ids);
+      for (std::size_t l = 0; l < ny; ++l) slot_ys[j * ny + l] = y_ids[l];
+    }
+    std::vector<int> results;
+    push_ids(body_carry, results);
+    results.insert(results.end(), slot_ys.begin(), slot_ys.end());
+    prim::control::close_region(g, r, results);
+    carry = construct_outputs<C>(g, c);
+    std::vector<std::vector<int>> outs;
+    for (std::size_t l = 0; l < ny; ++l) outs.push_back({});
+    for (std::size_t j = 0; j < U; ++j)
+      for (std::size_t l = 0; l < ny; ++l)
+        outs[l].push_back(prim::control::output(g, c, y_leaves[l].dtype, prim::control::stacked(Q, y_leaves[l].shape)));
+    for (std::size_t l = 0; l < ny; ++l) {  // [Q, ...] x U -> [Q, U, ...] -> [QU, ...]
+      for (int& id : outs[l]) id = insert_unit_axis(g, id, 1);
+      loop_ys[l] = prim::build::reshape(g, join(g, outs[l], 1), prim::control::stacked(Q * U, y_leaves[l].shape));
+    }
+  }
+  std::vector<int> rest_ys = filled(ny, -1);
+  if (R > 0) carry = inline_steps<F, C, XS, Y>(f, carry, x_ids, g, rest_begin, rest_end, o.reverse, rest_ys);
+  std::vector<int> ys = filled(ny, -1);
+  for (std::size_t l = 0; l < ny; ++l) {
+    if (Q == 0) ys[l] = rest_ys[l];
+    else if (R == 0) ys[l] = loop_ys[l];
+    else ys[l] = o.reverse ? join(g, {rest_ys[l], loop_ys[l]}, 0) : join(g, {loop_ys[l], rest_ys[l]}, 0);
+  }
+  return std::tuple<C, YS>{carry, with_ids<YS>(g, ys)};
+}
+
 template <std::size_t L, class F, class C, class X>
 constexpr auto scan_impl(F& f, const C& init, const X& xs, ir::graph_builder* graph, scan_options o) {
   using XS = typename sliced<X>::type;
@@ -259,6 +435,8 @@ constexpr auto scan_impl(F& f, const C& init, const X& xs, ir::graph_builder* gr
             "none)", Y>();
       return placeholder<std::tuple<C, YS>>(graph);
     } else {
+      if (o.unroll < 1) scan_unroll_must_be_at_least_1_fix_pass_unroll_1_for_one_step_per_iteration();
+      if (o.unroll > 1 && L > 1) return scan_unrolled<L, F, C, X, XS, Y, YS>(f, init, xs, *graph, o);
       ir::graph_builder& g = *graph;
       const int c = prim::control::new_construct(g, ir::construct_kind::scan);
       {
