@@ -56,6 +56,28 @@ TEST(VmapControl, GradOfSumOfVmapThroughScan) {
   EXPECT_TRUE(same_slices(leaves(g), want));
 }
 
+// Second order through a batched scan: d/dw of sum_b |grad_w loss_b(w)|^2, the per-example gradients'
+// norms differentiated once more (the batched forward scan's residuals feed a second reverse scan).
+TEST(VmapControl, GradOfVmapOfGradThroughScan) {
+  constexpr auto grad_norm = [](auto w, auto h, auto xs, auto y) {
+    const auto g = tessel::grad(seq_loss)(w, h, xs, y);
+    return tessel::sum(g * g);
+  };
+  const auto w = slices<W>(80)[0];
+  const auto h = slices<H>(81)[0];
+  const auto xs = slices<XS>(82);
+  const auto y = slices<H>(83);
+  const auto g = tessel::grad([](auto w, auto h, auto xs, auto y) {
+    return tessel::sum(tessel::vmap(grad_norm, in_axes<none, none, 0, 0>)(w, h, xs, y));
+  })(w, h, stack<0>(xs), stack<0>(y));
+  std::vector<std::vector<std::vector<float>>> want(1, {std::vector<float>(W::shape_type::size, 0.0f)});
+  for (std::size_t b = 0; b < B; ++b) {
+    const W gb = tessel::grad(grad_norm)(w, h, xs[b], y[b]);
+    for (std::size_t i = 0; i < W::shape_type::size; ++i) want[0][0][i] += gb[i];
+  }
+  EXPECT_TRUE(same_slices(leaves(g), want));
+}
+
 TEST(VmapControl, VmapOfVmapAndJitOfVmap) {
   constexpr std::size_t B2 = 2;
   std::array<std::array<XS, B2>, B> xs;
