@@ -136,6 +136,36 @@ TEST(Derived, SoftmaxLogSoftmaxLogsumexpMeanVar) {
   }
 }
 
+// Short rows are evaluated many per pass (the executor's row kernel): rows split across passes and
+// threads at arbitrary counts must give every row its own result.
+template <std::size_t Rows, std::size_t Inner>
+void check_short_rows(std::uint32_t seed) {
+  const auto x = random_tensor<float, shape<Rows, Inner>>(seed, -8, 8);
+  const auto [sm, lsm, lse, centered] = jit([](auto v) {
+    return std::make_tuple(tessel::softmax(v), tessel::log_softmax(v), tessel::logsumexp<1>(v),
+                           v - tessel::broadcast_to<shape<Rows, Inner>>(tessel::reshape<shape<Rows, 1>>(tessel::mean<1>(v))));
+  })(x);
+  for (std::size_t i = 0; i < Rows; ++i) {
+    double m = -1e300, s = 0, mean_row = 0;
+    for (std::size_t j = 0; j < Inner; ++j) m = std::max(m, static_cast<double>(x(i, j)));
+    for (std::size_t j = 0; j < Inner; ++j) s += std::exp(x(i, j) - m);
+    for (std::size_t j = 0; j < Inner; ++j) mean_row += x(i, j) / static_cast<double>(Inner);
+    ASSERT_NEAR(lse(i), m + std::log(s), 1e-4) << "row " << i;
+    for (std::size_t j = 0; j < Inner; ++j) {
+      ASSERT_NEAR(sm(i, j), std::exp(x(i, j) - m) / s, 1e-6) << "row " << i;
+      ASSERT_NEAR(lsm(i, j), x(i, j) - m - std::log(s), 1e-4) << "row " << i;
+      ASSERT_NEAR(centered(i, j), x(i, j) - mean_row, 1e-4) << "row " << i;
+    }
+  }
+}
+
+TEST(Derived, ShortRowsManyPerPass) {
+  check_short_rows<5000, 10>(31);  // 102 rows a pass, two threads
+  check_short_rows<1001, 3>(32);   // 341 rows a pass, a partial last pass
+  check_short_rows<7, 1>(33);
+  check_short_rows<3, 1500>(34);   // longer than a tile: one row a pass
+}
+
 TEST(Derived, LogsumexpOfMinusInfinityRows) {
   const float inf = std::numeric_limits<float>::infinity();
   tensor<float, shape<2, 2>> x{-inf, -inf, 1000, 1000};

@@ -200,7 +200,7 @@ class executor {
       const plan::kernel& kr = p_.kernels[static_cast<std::size_t>(k)];
       const std::size_t members = static_cast<std::size_t>(kr.member_count) + ir::max_operands;
       std::size_t need = members * tile_elements * 4 + tile_elements * 4;
-      if (kr.kind == plan::kernel_kind::row) need = members * (kr.inner + 16) * 4;
+      if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
       if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
       if (kr.kind == plan::kernel_kind::contraction && nd(kr.dot).prim->run_blocked == nullptr) {
         const prim::dot_layout d = prim::layout_of(nd(kr.dot), nd(nd(kr.dot).operand(0)), nd(nd(kr.dot).operand(1)));
@@ -431,35 +431,47 @@ class executor {
     });
   }
 
+  // Rows are taken several at a time when they are short (softmax over 10 classes), so each member is
+  // evaluated once per ~tile_elements values rather than once per row: per-member dispatch, not
+  // arithmetic, is what short rows cost.
+  static std::size_t rows_per_pass(const plan::kernel& kr) {
+    return kr.inner >= tile_elements ? 1 : tile_elements / std::max<std::size_t>(kr.inner, 1);
+  }
+
   void run_row(const plan::kernel& kr, thread_pool& pool) const {
     const std::size_t inner = kr.inner;
-    const std::size_t stride = (inner + 16) * 4;
+    const std::size_t per_pass = rows_per_pass(kr);
+    const std::size_t stride = (per_pass * inner + 16) * 4;
     const std::size_t grain = std::max<std::size_t>(1, parallel_grain_elements / std::max<std::size_t>(inner, 1));
     pool.parallel_for(kr.outer, grain, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* tiles = thread_scratch(t);
       const void* tile_of[plan_type::max_members];
-      for (std::size_t o = begin; o < end; ++o) {
+      for (std::size_t o = begin; o < end; o += per_pass) {
+        const std::size_t rows = std::min(per_pass, end - o);
         for (int m = 0; m < kr.member_count; ++m) {
           const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
           const ir::node& node = nd(id);
-          const bool full = node.shape == kr.row_shape;
+          const bool full = node.shape == kr.row_shape;  // else one value per row
           const std::size_t first = full ? o * inner : o;
-          const std::size_t n = full ? inner : 1;
+          const std::size_t n = full ? rows * inner : rows;
           void* out = tiles + static_cast<std::size_t>(m) * stride;
           tile_of[m] = out;
+          unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
           switch (node.prim->kind) {
             case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
-            case ir::prim_kind::broadcast: broadcast_into(kr, node, first, n, out, tile_of); break;
+            case ir::prim_kind::broadcast: broadcast_rows(kr, node, full, first, rows, n, out, tile_of); break;
             case ir::prim_kind::reduce: {
-              unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
-              const void* in = operand_tile(kr, node.operand(0), nd(node.operand(0)).dtype, o * inner, inner, spare, tile_of);
-              node.prim->init(node, out, 1);
-              node.prim->reduce_row(node, in, inner, out);
+              const ir::dtype_code in_dtype = nd(node.operand(0)).dtype;
+              const auto* in = static_cast<const unsigned char*>(
+                  operand_tile(kr, node.operand(0), in_dtype, o * inner, rows * inner, spare, tile_of));
+              node.prim->init(node, out, rows);
+              for (std::size_t r = 0; r < rows; ++r)
+                node.prim->reduce_row(node, in + r * inner * tile_bytes(in_dtype), inner,
+                                      static_cast<unsigned char*>(out) + r * tile_bytes(node.dtype));
               break;
             }
             default: {
               const void* in[ir::max_operands];
-              unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
               for (std::size_t a = 0; a < node.arity; ++a)
                 in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
               node.prim->evaluate(node, in, out, n);
@@ -467,9 +479,28 @@ class executor {
           }
         }
         const bool root_full = nd(kr.root).shape == kr.row_shape;
-        store_root(kr, root_full ? o * inner : o, root_full ? inner : 1, tile_of);
+        store_root(kr, root_full ? o * inner : o, root_full ? rows * inner : rows, tile_of);
       }
     });
+  }
+
+  // A broadcast inside a row kernel over `rows` rows: a member holding one value per row is spread over
+  // each row; anything else is gathered (or splat) like in a loop.
+  void broadcast_rows(const plan::kernel& kr, const ir::node& b, bool full, std::size_t first, std::size_t rows,
+                      std::size_t n, void* out, const void** tile_of) const {
+    const int m = slot_of(kr, b.operand(0));
+    if (m < 0) {
+      broadcast_into(kr, b, first, n, out, tile_of);
+      return;
+    }
+    const std::size_t inner = full ? kr.inner : 1;  // one value per row to a row, or to one per row
+    if (tile_bytes(b.dtype) == 1) {
+      const auto* src = static_cast<const unsigned char*>(tile_of[m]);
+      for (std::size_t r = 0; r < rows; ++r) std::memset(static_cast<unsigned char*>(out) + r * inner, src[r], inner);
+    } else {
+      const auto* src = static_cast<const std::uint32_t*>(tile_of[m]);
+      for (std::size_t r = 0; r < rows; ++r) std::fill_n(static_cast<std::uint32_t*>(out) + r * inner, inner, src[r]);
+    }
   }
 
   // A reduction over leading axes: each thread owns a range of outputs and walks every reduced row.

@@ -453,6 +453,35 @@ struct builder {
     }
     for (std::size_t i = 0; i < N; ++i)  // an alias's readers read its operand
       if (out.alias_of[i] >= 0) read(out.alias_of[i], out.last_reader[i]);
+    // A top-level scan's carry lives in its region parameter's buffer from its initial value to its final
+    // one: the kernel computing the init writes there, and the construct's carry output is read from there
+    // (the copies in and out vanish, and a gradient sum needs one buffer, not three).
+    std::array<int, N> first_writer{}, held_until{};
+    for (std::size_t i = 0; i < N; ++i) first_writer[i] = held_until[i] = -1;
+    for (int k = 0; k < out.kernel_count; ++k) {
+      const kernel& kr = out.kernels[static_cast<std::size_t>(k)];
+      if (kr.kind != kernel_kind::control || kr.region >= 0) continue;
+      const ir::frozen_construct& fc = p.construct(kr.construct);
+      if (fc.kind != ir::construct_kind::scan) continue;
+      const ir::frozen_region& reg = p.region(fc.first_region);
+      for (int c = 0; c < fc.carries; ++c) {
+        const auto param = static_cast<std::size_t>(p.region_int(reg.params + c));
+        if (!out.materialized[param]) continue;
+        const auto result = static_cast<std::size_t>(p.region_int(fc.outputs + c));
+        if (out.materialized[result] && out.output_index[result] < 0 && out.alias_of[result] < 0) {
+          out.alias_of[result] = static_cast<int>(param);
+          held_until[param] = std::max(held_until[param], out.last_reader[result]);
+        }
+        const auto init = static_cast<std::size_t>(p.region_int(fc.inputs + c));
+        const auto init_kind = nd(static_cast<int>(init)).prim->kind;
+        if (out.materialized[init] && out.alias_of[init] < 0 && out.output_index[init] < 0 && out.kernel_of[init] >= 0 &&
+            init_kind != ir::prim_kind::parameter && init_kind != ir::prim_kind::region_parameter &&
+            init_kind != ir::prim_kind::control && out.last_reader[init] == k && region_of[init] == kr.region) {
+          out.alias_of[init] = static_cast<int>(param);
+          first_writer[param] = out.kernel_of[init];
+        }
+      }
+    }
     struct slot {
       std::size_t offset, end;
       int from, to;
@@ -475,7 +504,8 @@ struct builder {
       if (n.prim->kind == ir::prim_kind::region_parameter) {  // filled by the control kernel, for the whole run
         const int r = static_cast<int>(n.attr.ints[0]);
         from = out.region_begin[static_cast<std::size_t>(p.construct(p.region(r).construct).first_region)] - 1;
-        to = std::max({from, out.last_reader[i], out.region_end[static_cast<std::size_t>(r)] - 1});
+        to = std::max({from, out.last_reader[i], out.region_end[static_cast<std::size_t>(r)] - 1, held_until[i]});
+        if (first_writer[i] >= 0) from = std::min(from, first_writer[i]);
       } else if (n.prim->kind == ir::prim_kind::control) {  // written during the whole run
         to = std::max(to, construct_end(p.construct(static_cast<int>(n.attr.ints[0]))));
       }
