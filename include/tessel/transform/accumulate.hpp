@@ -18,9 +18,9 @@
 // row counts. The sums are those of the loop written out (0 + v is v exactly), in micro-batch order.
 // M = 1 is value_and_grad itself (no loop). The batch viewed as [M, B / M, ...] costs nothing (the
 // planner stores a reshape of a parameter in the parameter's bytes). What it does cost: the running sums
-// are a gradient tree in the arena, next to their zero initial value and the scan's final carry (three
-// parameter-sized buffers), so accumulation saves memory only when a batch's activations outweigh the
-// parameters (examples/grad_accumulation.cpp prints both peaks).
+// are a gradient tree in the arena (one buffer per leaf: the zero init is written into it and the final
+// sum read from it) next to one micro-batch's gradient, so accumulation saves memory when a batch's
+// activations outweigh the parameters (examples/grad_accumulation.cpp prints both peaks).
 // Called with tensors, it is jitted like grad.
 
 #include <cstddef>
