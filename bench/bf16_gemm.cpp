@@ -16,7 +16,7 @@
 
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 
 #include "race.hpp"
 

@@ -28,7 +28,7 @@
 
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 
 #include "race.hpp"
 
@@ -235,14 +235,14 @@ void softmax_rows(benchmark::State& state) {
 // primitive's rule (for gelu, tanh's: its one transcendental) and [lo, hi] the argument range.
 template <class Rule, class F>
 void transcendental(benchmark::State& state, F f, float lo, float hi) {
-  using tessel::backend::math_path;
+  using tessel::kernels::math_path;
   using big = shape<1 << 20>;
   constexpr std::size_t n = big::size;
   const auto x = random_tensor<tensor<float, big>>(6, lo, hi);
   tensor<float, big> k;
   auto through_jit = [&](math_path p) {
     return [&, p] {
-      tessel::backend::force_math_path(p);
+      tessel::kernels::force_math_path(p);
       auto y = jit(f)(x);
       benchmark::DoNotOptimize(y.data());
     };
@@ -255,9 +255,9 @@ void transcendental(benchmark::State& state, F f, float lo, float hi) {
   };
   const math_path paths[] = {math_path::hwy, math_path::xsimd, math_path::scalar};
   {
-    tessel::backend::force_math_path(math_path::hwy);
+    tessel::kernels::force_math_path(math_path::hwy);
     const auto a = jit(f)(x);
-    tessel::backend::force_math_path(math_path::scalar);
+    tessel::kernels::force_math_path(math_path::scalar);
     const auto b = jit(f)(x);
     for (std::size_t i = 0; i < n; ++i)
       if (!(std::abs(a[i] - b[i]) <= 1e-5f * (std::max(std::abs(a[i]), std::abs(b[i])) + 1.0f))) {
@@ -289,7 +289,7 @@ void transcendental(benchmark::State& state, F f, float lo, float hi) {
       const std::size_t p = (round + k) % 3;
       r.run(3 + p, bare(paths[p]), bare_reps[p]);
     }
-  tessel::backend::force_math_path(math_path::automatic);
+  tessel::kernels::force_math_path(math_path::automatic);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
   state.counters["hwy_vs_xsimd"] = r.speedup(0, 1);
   state.counters["hwy_vs_scalar"] = r.speedup(0, 2);

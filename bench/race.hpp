@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <tessel/backend/thread_pool.hpp>
+#include <tessel/kernels/thread_pool.hpp>
 
 namespace tessel_bench {
 
@@ -77,7 +77,7 @@ double time_once(F&& fn) {
 // [0, n) cut into `threads` equal contiguous parts: the static split of a STREAM kernel.
 template <class F>
 void split(std::size_t threads, std::size_t n, F&& body) {
-  auto& pool = tessel::backend::thread_pool::host();
+  auto& pool = tessel::kernels::thread_pool::host();
   threads = std::min(threads, pool.size());
   pool.parallel_for(threads, 1, [&](std::size_t first, std::size_t last, std::size_t) {
     for (std::size_t part = first; part < last; ++part) body(n * part / threads, n * (part + 1) / threads);

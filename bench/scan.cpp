@@ -17,7 +17,7 @@
 
 #include <tessel/ops.hpp>
 #include <tessel/transform/grad.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 #include <tessel/transform/scan.hpp>
 #include <tessel/transform/remat.hpp>
 

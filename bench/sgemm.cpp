@@ -6,7 +6,7 @@
 //   sgemm_2t<N>  tessel::jit(matmul) on the host pool (2 threads here: the pool always has one thread
 //                per hardware thread, so 2 is the only count jit runs with) vs the peers on 2 threads.
 //   sgemm_1t<N>  one thread. jit cannot be limited to one thread, so this runs what jit's contraction
-//                kernel runs, on the calling thread: the executor's GEMM (backend::select_gemm()) per
+//                kernel runs, on the calling thread: the executor's GEMM (kernels::select_gemm()) per
 //                block of MC rows into a panel, the panel then copied out (the identity epilogue), vs the
 //                peers on 1 thread.
 #include <benchmark/benchmark.h>
@@ -26,10 +26,10 @@
 #include <random>
 #include <utility>
 
-#include <tessel/backend/hwy_gemm.hpp>
+#include <tessel/kernels/gemm.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 
 #include "race.hpp"
 
@@ -73,11 +73,11 @@ struct aligned_floats {
 
 // What jit's contraction kernel does for C = A B, on one thread.
 void tessel_kernel(std::size_t n, const float* a, const float* b, float* c, float* scratch, float* panel) {
-  using tessel::backend::gemm_blocking;
-  const tessel::backend::matrix_view av{a, n, 1, false}, bv{b, n, 1, false};
-  for (std::size_t m0 = 0; m0 < n; m0 += gemm_blocking::mc) {
-    const std::size_t m1 = std::min(n, m0 + gemm_blocking::mc);
-    tessel::backend::select_gemm()(av, bv, m0, m1, n, n, panel, n, scratch);
+  const tessel::kernels::matrix_view av{a, n, 1, false}, bv{b, n, 1, false};
+  const std::size_t mc = tessel::kernels::blocking_of().mc;
+  for (std::size_t m0 = 0; m0 < n; m0 += mc) {
+    const std::size_t m1 = std::min(n, m0 + mc);
+    tessel::kernels::select_gemm()(av, bv, m0, m1, n, n, panel, n, scratch);
     std::memcpy(c + m0 * n, panel, (m1 - m0) * n * sizeof(float));
   }
 }
@@ -130,8 +130,8 @@ void sgemm_1t(benchmark::State& state) {
   const auto a = random_tensor<tensor<float, sq>>(1);
   const auto b = random_tensor<tensor<float, sq>>(2);
   tensor<float, sq> c0, c1, c2;
-  aligned_floats scratch(tessel::backend::gemm_scratch::floats);
-  aligned_floats panel(tessel::backend::gemm_blocking::mc * N);
+  aligned_floats scratch(tessel::kernels::gemm_scratch_floats());
+  aligned_floats panel(tessel::kernels::blocking_of().mc * N);
   const double flops = 2.0 * N * N * N;
   const double peak_flops = std::max(flops, 1e9);
   auto ours = [&] { tessel_kernel(N, a.data(), b.data(), c0.data(), scratch.p, panel.p); };

@@ -54,7 +54,7 @@ struct train_step {
 constexpr double gemm_flops = 2.0 * batch * (2 * (in * hidden + hidden * classes) + hidden * classes);
 
 void BM_TrainStep(benchmark::State& state) {
-  const std::size_t threads = tessel::backend::thread_pool::host().size();
+  const std::size_t threads = tessel::kernels::thread_pool::host().size();
   // tessel
   mlp<> params;
   tessel::random::key key = tessel::random::key_from_seed(0);

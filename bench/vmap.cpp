@@ -19,7 +19,7 @@
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 #include <tessel/transform/grad.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 #include <tessel/transform/vmap.hpp>
 
 #include "race.hpp"

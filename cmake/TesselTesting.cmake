@@ -4,12 +4,18 @@ include(GoogleTest)
 
 set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example)
 
-# tessel_add_test(<name> LABEL <label> SOURCES <files...> [LIBRARIES <libs...>])
+# tessel_add_test(<name> LABEL <label> SOURCES <files...> [LIBRARIES <libs...>] [HEAVY])
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.
+# HEAVY: its translation units are template-heavy (transform checkers over every primitive) while the code
+# they run at run time is the executor's, which the other tests already run under the sanitizers; it is
+# built and run in the Release build only, not again in the sanitizer build (TESSEL_SANITIZE).
 function(tessel_add_test name)
-  cmake_parse_arguments(arg "" "LABEL" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(arg "HEAVY" "LABEL" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT arg_LABEL IN_LIST TESSEL_TEST_LABELS)
     message(FATAL_ERROR "tessel_add_test(${name}): LABEL '${arg_LABEL}' is not one of: ${TESSEL_TEST_LABELS}")
+  endif()
+  if(arg_HEAVY AND TESSEL_SANITIZE)
+    return()
   endif()
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE tessel::tessel tessel_project_options tessel_test_support GTest::gtest_main

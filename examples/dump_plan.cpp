@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include <tessel/ops.hpp>
-#include <tessel/plan/dump.hpp>
+#include <tessel/dump.hpp>
 #include <tessel/tessel.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 
 int main() {
   using tessel::shape;

@@ -17,7 +17,7 @@
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 #include <tessel/transform/grad.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 
 #ifndef DEPTH
 #define DEPTH 8

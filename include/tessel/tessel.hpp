@@ -17,14 +17,21 @@
 #include "tessel/random.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/optim/optim.hpp"
-#include "tessel/plan/dump.hpp"
-#include "tessel/plan/target_view.hpp"
+#include "tessel/dump.hpp"
 #include "tessel/profile/profiler.hpp"
-#include "tessel/profile/trace.hpp"
+#include "tessel/io/chrome_trace.hpp"
 #include "tessel/target/host.hpp"
 #include "tessel/target/tpu.hpp"
 #include "tessel/transform/cond.hpp"
 #include "tessel/transform/grad.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/transform/scan.hpp"
 #include "tessel/transform/vmap.hpp"
+
+// A program that uses tessel without its CMake package (only the include folder) defines
+// TESSEL_IMPLEMENTATION before including this header in exactly one of its translation units: the
+// kernels and the executor are then compiled there (link with -lhwy -lz -pthread).
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/kernels/implementation.hpp"
+#include "tessel/run/implementation.hpp"
+#endif

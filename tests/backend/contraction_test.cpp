@@ -2,9 +2,12 @@
 // against a double reference; sizes that hit full micro-kernel tiles, edges and several K blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "reference.hpp"
 #include "tessel/ops.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace {
 using tessel::axes;
@@ -88,9 +91,31 @@ TEST(Contraction, EpilogueFusesAndMatchesUnfused) {
   const auto w = random_tensor<float, shape<19, 23>>(39);
   const auto b = random_tensor<float, shape<23>>(40);
   const auto f = [](auto x, auto w, auto b) { return tessel::relu(tessel::matmul(x, w) + b); };
+  // Fused: one contraction kernel whose members are the GEMM, the bias broadcast, the add and the max,
+  // with no intermediate buffer.
+  constexpr auto& p = decltype(jit(f))::traced_for<decltype(x), decltype(w), decltype(b)>::plan;
+  static_assert(p.kernel_count == 1 && p.kernels[0].kind == tessel::plan::kernel_kind::contraction);
+  static_assert(p.arena_bytes == 0);
+  static_assert([] {
+    bool add = false, max = false;
+    for (int m = 0; m < p.kernels[0].member_count; ++m) {
+      const auto* prim = p.node(p.members[static_cast<std::size_t>(p.kernels[0].first_member + m)]).prim;
+      add = add || prim == &tessel::prim::add_p;
+      max = max || prim == &tessel::prim::max_p;
+    }
+    return add && max;
+  }());
   const auto y = jit(f)(x, w, b);
-  const auto mm = jit([](auto x, auto w) { return tessel::matmul(x, w); })(x, w);
+  // Unfused and independent of the GEMM: each element from its own dot product in double, then the epilogue.
   for (std::size_t i = 0; i < 37; ++i)
-    for (std::size_t j = 0; j < 23; ++j) EXPECT_FLOAT_EQ(y(i, j), std::max(0.0f, mm(i, j) + b[j]));
+    for (std::size_t j = 0; j < 23; ++j) {
+      double dot = 0, magnitude = 0;
+      for (std::size_t k = 0; k < 19; ++k) {
+        dot += static_cast<double>(x(i, k)) * w(k, j);
+        magnitude += std::abs(static_cast<double>(x(i, k)) * w(k, j));
+      }
+      const double r = std::max(0.0, dot + b[j]);
+      EXPECT_NEAR(y(i, j), r, 2 * 19 * 0x1p-24 * magnitude + 0x1p-24 * (std::abs(dot) + std::abs(b[j])) + 1e-7) << i << "," << j;
+    }
 }
 }  // namespace

@@ -7,7 +7,10 @@
 // Compile every target Highway can attain (not only those better than -march=native's baseline) so
 // that each one's kernel is tested on this CPU.
 #define HWY_COMPILE_ALL_ATTAINABLE
-#include "tessel/backend/hwy_gemm.hpp"
+#define HWY_WANT_AVX3_DL 1  // as the tessel library is built (CMakeLists.txt)
+#include "tessel/kernels/gemm.hpp"
+
+#include <hwy/targets.h>
 
 #include <gtest/gtest.h>
 
@@ -21,16 +24,16 @@
 
 namespace hwy_gemm_second_tu {  // hwy_gemm_second_tu.cpp
 const char* target();
-void gemm(const tessel::backend::matrix_view& a, const tessel::backend::matrix_view& b, std::size_t m, std::size_t n,
+void gemm(const tessel::kernels::matrix_view& a, const tessel::kernels::matrix_view& b, std::size_t m, std::size_t n,
           std::size_t k, float* c, float* scratch);
 }  // namespace hwy_gemm_second_tu
 
 namespace {
 using tessel::bfloat16;
-using namespace tessel::backend;
+using namespace tessel::kernels;
 
 struct scratch_buffer {
-  float* p = static_cast<float*>(::operator new(gemm_scratch::bytes, std::align_val_t{64}));
+  float* p = static_cast<float*>(::operator new(gemm_scratch_floats() * sizeof(float), std::align_val_t{64}));
   ~scratch_buffer() { ::operator delete(p, std::align_val_t{64}); }
 };
 

@@ -7,7 +7,10 @@
 // Compile every target Highway can attain (not only those better than -march=native's baseline) so
 // that each one's kernels are tested on this CPU.
 #define HWY_COMPILE_ALL_ATTAINABLE
-#include "tessel/backend/hwy_math.hpp"
+#define HWY_WANT_AVX3_DL 1  // as the tessel library is built (CMakeLists.txt)
+#include "tessel/kernels/hwy_math.hpp"
+
+#include <hwy/targets.h>
 
 #include <gtest/gtest.h>
 
@@ -20,11 +23,11 @@
 #include <vector>
 
 #include "math_cases.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace {
 namespace tm = tessel::testing::math;
-using namespace tessel::backend;
+using namespace tessel::kernels;
 
 // Runs body once per Highway target this CPU supports among those compiled, then restores dispatch.
 template <class F>

@@ -16,7 +16,7 @@
 
 namespace tessel::testing::math {
 
-using backend::math_path;
+using kernels::math_path;
 
 inline constexpr math_path paths[3] = {math_path::scalar, math_path::xsimd, math_path::hwy};
 inline constexpr const char* path_names[3] = {"scalar", "xsimd", "hwy"};

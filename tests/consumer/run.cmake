@@ -1,4 +1,4 @@
-# cmake -DMODE=install|subdirectory -DSOURCE_DIR=.. -DBUILD_DIR=.. -DWORK_DIR=.. -DCXX=.. -P run.cmake
+# cmake -DMODE=install|subdirectory|header_only -DSOURCE_DIR=.. -DBUILD_DIR=.. -DWORK_DIR=.. -DCXX=.. -P run.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 set(consumer_src ${SOURCE_DIR}/tests/consumer)
 if(MODE STREQUAL "install")
@@ -11,6 +11,22 @@ if(MODE STREQUAL "install")
 else()
   set(configure_args -DTESSEL_SOURCE_DIR=${SOURCE_DIR} -DTESSEL_BUILD_TESTS=OFF -DTESSEL_BUILD_BENCHMARKS=OFF
       -DTESSEL_BUILD_EXAMPLES=OFF)
+endif()
+if(MODE STREQUAL "header_only")
+  # Only the include folder: the kernels compiled in implementation.cpp, Highway, zlib and threads linked.
+  file(MAKE_DIRECTORY ${WORK_DIR})
+  set(cmd ${CXX} -std=c++20 -O1 -I${SOURCE_DIR}/include ${consumer_src}/main.cpp ${consumer_src}/implementation.cpp
+      -o ${WORK_DIR}/consumer -lhwy -lz -pthread)
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE r OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT r EQUAL 0)
+    message(FATAL_ERROR "consumer (header_only): build failed:\n${out}${err}")
+  endif()
+  execute_process(COMMAND ${WORK_DIR}/consumer RESULT_VARIABLE r OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT r EQUAL 0)
+    message(FATAL_ERROR "consumer (header_only): run failed:\n${out}${err}")
+  endif()
+  message(STATUS "consumer (header_only) built and ran: ${out}")
+  return()
 endif()
 foreach(step configure build run)
   if(step STREQUAL "configure")

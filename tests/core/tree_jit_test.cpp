@@ -9,7 +9,7 @@
 #include "reference.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/transform/grad.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/transform/scan.hpp"
 
 namespace {

@@ -2,7 +2,7 @@
 // expect: result 0 is f32[3] in the first branch and f32[] in another
 #include <tessel/ops.hpp>
 #include <tessel/transform/cond.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<3>> x;
   auto y = tessel::jit([](auto x) {

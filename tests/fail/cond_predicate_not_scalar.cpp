@@ -1,7 +1,7 @@
 // expect: tessel::cond: the predicate is pred[3] but must be a scalar of dtype pred, s32 or u32
 #include <tessel/ops.hpp>
 #include <tessel/transform/cond.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<3>> x;
   auto y = tessel::jit([](auto x) {

@@ -1,6 +1,6 @@
 // expect: tessel::conv_general: input f32[28,28] has rank 2 but must have rank 4 (NHWC: batch, height, width, channels)
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<28, 28>> x;
   tessel::tensor<float, tessel::shape<3, 3, 1, 8>> w;

@@ -1,6 +1,6 @@
 // expect: tessel::add: shapes f32[2,3] and f32[4,3] do not broadcast
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<2, 3>> a;
   tessel::tensor<float, tessel::shape<4, 3>> b;

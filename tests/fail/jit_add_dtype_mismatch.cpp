@@ -1,7 +1,7 @@
 // expect: tessel::add: dtypes differ: f32[3] and s32[3]
 // expect: fix: convert_element_type one operand, e.g. to f32
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<3>> x;
   tessel::tensor<std::int32_t, tessel::shape<3>> k;

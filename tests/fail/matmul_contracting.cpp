@@ -1,7 +1,7 @@
 // expect: tessel::matmul: contracting dimensions differ: lhs f32[3,4] and rhs f32[5,6] (lhs axis 1 has 4, rhs axis 0 has 5)
 // expect: fix: contract axes of equal size
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<3, 4>> a;
   tessel::tensor<float, tessel::shape<5, 6>> b;

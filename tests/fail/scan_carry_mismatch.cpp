@@ -1,7 +1,7 @@
 // expect: tessel::scan: the carry must keep its dtypes and shapes across the body
 // expect: carry leaf 1 goes in as f32[4] and comes out as f32[1,4]
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 #include <tessel/transform/scan.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<4>> h;

@@ -1,6 +1,6 @@
 // expect: scan_unroll_must_be_at_least_1_fix_pass_unroll_1_for_one_step_per_iteration
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 #include <tessel/transform/scan.hpp>
 int main() {
   tessel::tensor<float, tessel::shape<4>> h;

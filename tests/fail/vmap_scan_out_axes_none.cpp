@@ -3,7 +3,7 @@
 // The ys of a scan over a mapped xs are batched (vmap follows the batch through the construct), so they
 // cannot be returned without an axis; the final carry (leaf 0) is shared, as its init and body are.
 #include <tessel/ops.hpp>
-#include <tessel/transform/jit.hpp>
+#include <tessel/jit.hpp>
 #include <tessel/transform/scan.hpp>
 #include <tessel/transform/vmap.hpp>
 int main() {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tessel/ops.hpp"
-#include "tessel/plan/target_view.hpp"
+#include "tessel/dump.hpp"
 
 namespace {
 using tessel::shape;

@@ -1,6 +1,7 @@
 // Gradient accumulation: M micro-batches give the big batch's mean loss and gradient, and the plan
 // holds about one micro-batch's activations.
 #include "gradcheck.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/nn/losses.hpp"
 #include "tessel/transform/accumulate.hpp"
 

@@ -2,7 +2,7 @@
 // work, and dump reports the peak bytes of a value_and_grad step.
 #include "gradcheck.hpp"
 #include "tessel/nn/losses.hpp"
-#include "tessel/plan/dump.hpp"
+#include "tessel/dump.hpp"
 
 namespace {
 using tessel::shape;

@@ -1,7 +1,7 @@
 // custom_vjp: the user's reverse rule replaces the derivative of the function's nodes; values, forward
 // mode and composition (jit, grad of grad) keep working.
 #include "gradcheck.hpp"
-#include "tessel/plan/dump.hpp"
+#include "tessel/dump.hpp"
 #include "tessel/transform/custom_vjp.hpp"
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "reference.hpp"
 #include "tessel/ops.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/transform/grad.hpp"
 
 namespace tessel::testing {

@@ -1,7 +1,7 @@
 // checkpoint (remat): same gradients under every policy; the plan keeps less memory alive and does more
 // work when forward values are recomputed (dump's peak and flops), and everything_saveable is the plain plan.
 #include "gradcheck.hpp"
-#include "tessel/plan/dump.hpp"
+#include "tessel/dump.hpp"
 #include "tessel/transform/remat.hpp"
 
 namespace {

@@ -2,6 +2,7 @@
 // and a whole SGD step is one jitted function.
 #include "gradcheck.hpp"
 #include "tessel/core/tree.hpp"
+#include "tessel/jit.hpp"
 
 namespace {
 using tessel::shape;

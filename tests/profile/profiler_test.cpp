@@ -19,7 +19,7 @@
 #include "tessel/data/pipeline.hpp"
 #include "tessel/io/json.hpp"
 #include "tessel/profile/profiler.hpp"
-#include "tessel/profile/trace.hpp"
+#include "tessel/io/chrome_trace.hpp"
 #include "chrome_trace_schema.hpp"
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include "tessel/nn/layers.hpp"
 #include "tessel/random.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace {
 using tessel::jit;

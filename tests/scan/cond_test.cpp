@@ -5,7 +5,7 @@
 #include "tessel/ops.hpp"
 #include "tessel/transform/cond.hpp"
 #include "tessel/transform/grad.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 #include "tessel_test.hpp"
 
 namespace {

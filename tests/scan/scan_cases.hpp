@@ -5,7 +5,7 @@
 
 #include "reference.hpp"
 #include "tessel/ops.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/transform/scan.hpp"
 #include "tessel_test.hpp"
 

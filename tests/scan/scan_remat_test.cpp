@@ -4,7 +4,7 @@
 // (the default does fewer flops, the checkpointed body keeps less memory).
 #include <cstdio>
 
-#include "tessel/plan/dump.hpp"
+#include "tessel/dump.hpp"
 #include "tessel/transform/grad.hpp"
 #include "tessel/transform/remat.hpp"
 #include "scan_cases.hpp"

@@ -1,5 +1,5 @@
 // scan and fori_loop: run-time loops over a body traced once, against the same loop run by hand.
-#include "tessel/plan/dump.hpp"
+#include "tessel/dump.hpp"
 #include "scan_cases.hpp"
 
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessel/core/tree.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/transform/cond.hpp"
 #include "tessel/transform/scan.hpp"
 #include "vmap_check.hpp"

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tessel/core/tree.hpp"
-#include "tessel/plan/dump.hpp"
+#include "tessel/dump.hpp"
 #include "vmap_check.hpp"
 
 namespace {

@@ -18,6 +18,7 @@
 
 #include "reference.hpp"
 #include "tessel/ops.hpp"
+#include "tessel/jit.hpp"
 #include "tessel/transform/grad.hpp"
 #include "tessel/transform/vmap.hpp"
 

@@ -31,7 +31,7 @@
 #include <boost/hana/unpack.hpp>
 
 #include "tessel/core/tensor.hpp"
-#include "tessel/ir/tracer.hpp"
+#include "tessel/core/tracer.hpp"
 
 namespace tessel {
 

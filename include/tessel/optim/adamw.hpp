@@ -18,7 +18,7 @@
 #include "tessel/optim/schedule.hpp"
 #include "tessel/prim/add.hpp"
 #include "tessel/prim/mul.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace tessel::optim {
 

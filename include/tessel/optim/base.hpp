@@ -31,7 +31,7 @@
 #include "tessel/prim/literal.hpp"
 #include "tessel/prim/lt.hpp"
 #include "tessel/prim/select.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace tessel::optim {
 

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "tessel/optim/base.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace tessel::optim {
 

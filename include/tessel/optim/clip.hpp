@@ -22,7 +22,7 @@
 #include "tessel/prim/mul.hpp"
 #include "tessel/prim/select.hpp"
 #include "tessel/prim/sqrt.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace tessel::optim {
 namespace detail {

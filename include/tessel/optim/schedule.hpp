@@ -30,7 +30,7 @@
 #include "tessel/prim/neg.hpp"
 #include "tessel/prim/pow.hpp"
 #include "tessel/prim/sub.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace tessel::optim {
 namespace detail {

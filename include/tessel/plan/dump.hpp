@@ -1,5 +1,6 @@
 #pragma once
-// dump: the plan of a jitted function as text, like XLA's --xla_dump_to. The first line is always
+// dump(plan): a plan as text, like XLA's --xla_dump_to (tessel/dump.hpp's dump(f, args...) prints the
+// plan jit makes for a function). The first line is always
 // "kernels: N". Then, per kernel: its kind, iteration space, the primitives fused into it, the buffers it
 // reads and writes, flops and bytes moved; then every intermediate buffer with its arena slot and
 // lifetime (kernel range), and the peak memory.
@@ -11,7 +12,6 @@
 #include <string>
 
 #include "tessel/plan/plan.hpp"
-#include "tessel/transform/jit.hpp"
 
 namespace tessel {
 namespace plan_detail {
@@ -122,13 +122,6 @@ std::string dump(const plan::plan<N, O>& p) {
      << human_bytes(p.parameter_bytes) << ", outputs " << human_bytes(p.output_bytes) << "\n";
   os << "total: " << total_flops << " flops, " << total_bytes << " bytes moved\n";
   return os.str();
-}
-
-// The plan jit makes for f on arguments of these types (the values are not used).
-template <class F, class... A>
-std::string dump(F f, const A&...) {
-  using t = typename decltype(jit(f))::template traced_for<A...>;
-  return dump(t::plan);
 }
 
 }  // namespace tessel

@@ -546,4 +546,54 @@ constexpr plan<N, O> make_plan(const ir::program<N, O>& program) {
   return out;
 }
 
+// A plan of any size seen through pointers: what the executor, compiled once in the tessel library, runs.
+// Valid while the plan it views lives (jit's plans are static constants).
+struct program_view {
+  const ir::node* nodes = nullptr;
+  std::size_t size = 0;
+  const int* outputs = nullptr;
+  std::size_t output_count = 0;
+  const ir::frozen_construct* constructs = nullptr;
+  const ir::frozen_region* regions = nullptr;
+  const int* region_ints = nullptr;
+
+  const ir::frozen_construct& construct(int c) const { return constructs[static_cast<std::size_t>(c)]; }
+  const ir::frozen_region& region(int r) const { return regions[static_cast<std::size_t>(r)]; }
+  int region_int(int at) const { return region_ints[static_cast<std::size_t>(at)]; }
+};
+
+struct plan_view {
+  program_view program;
+  const kernel* kernels = nullptr;
+  int kernel_count = 0;
+  std::size_t max_members = 0;  // the most members any kernel has
+  const int* members = nullptr;
+  const int* kernel_of = nullptr;
+  const bool* materialized = nullptr;
+  const std::int64_t* arena_offset = nullptr;
+  const int* output_index = nullptr;
+  const int* last_reader = nullptr;
+  const int* alias_of = nullptr;
+  const int* region_begin = nullptr;
+  const int* region_end = nullptr;
+  std::size_t arena_bytes = 0;
+
+  const ir::node& node(int id) const { return program.nodes[static_cast<std::size_t>(id)]; }
+  std::size_t bytes(int id) const { return node(id).shape.size() * ir::bytes_of(node(id).dtype); }
+};
+
+template <std::size_t N, std::size_t O>
+plan_view view_of(const plan<N, O>& p) {
+  std::size_t most = 0;
+  for (int k = 0; k < p.kernel_count; ++k) most = std::max(most, static_cast<std::size_t>(p.kernels[static_cast<std::size_t>(k)].member_count));
+  return {.program = {.nodes = p.program.nodes.data(), .size = N, .outputs = p.program.outputs.data(), .output_count = O,
+                      .constructs = p.program.constructs.data(), .regions = p.program.regions.data(),
+                      .region_ints = p.program.region_ints.data()},
+          .kernels = p.kernels.data(), .kernel_count = p.kernel_count, .max_members = most,
+          .members = p.members.data(), .kernel_of = p.kernel_of.data(), .materialized = p.materialized.data(),
+          .arena_offset = p.arena_offset.data(), .output_index = p.output_index.data(),
+          .last_reader = p.last_reader.data(), .alias_of = p.alias_of.data(), .region_begin = p.region_begin.data(),
+          .region_end = p.region_end.data(), .arena_bytes = p.arena_bytes};
+}
+
 }  // namespace tessel::plan

@@ -4,7 +4,7 @@
 // The host always runs the host plan; this is how the same program would be laid out on a TPU.
 //
 //   tessel::check_fits<tessel::targets::tpu_v5e, plan>();      // a compile error if a kernel cannot fit
-//   std::cout << tessel::dump<tessel::targets::tpu_v5e>(f, x); // blocks, grid, VMEM and time per kernel
+//   std::cout << tessel::dump_on<tessel::targets::tpu_v5e>(plan); // blocks, grid, VMEM and time per kernel
 
 #include <cstddef>
 #include <sstream>
@@ -121,14 +121,6 @@ std::string dump_on(const plan::plan<N, O>& p) {
   }
   os << "estimated step on " << Target.name.view() << ": " << total * 1e6 << " us (roofline bound)\n";
   return os.str();
-}
-
-// dump for a target: the plan jit makes for f, laid out on Target (checked at compile time).
-template <target Target, class F, class... A>
-std::string dump(F f, const A&...) {
-  using t = typename decltype(jit(f))::template traced_for<A...>;
-  static_assert(check_fits<Target, t::plan>());
-  return dump_on<Target>(t::plan);
 }
 
 }  // namespace tessel

@@ -14,14 +14,13 @@
 //   conv_general<stride<1, 1>, padding::same>(x, w)    // f32[8,28,28,1] * f32[3,3,1,32] -> f32[8,28,28,32]
 //   conv_general<stride<2, 2>, padding::valid>(x, w)   // f32[8,28,28,1] * f32[3,3,1,32] -> f32[8,13,13,32]
 //
-// Runs as an im2col into a per-thread scratch panel and a GEMM (backend::gemm_rows) on the host's
-// threads. The planner treats it as a whole-buffer (layout) kernel: operands are materialised, and an
-// epilogue (bias, relu) is a separate loop kernel rather than fused as dot_general's is. The kernels
-// call the host pool's parallel_for themselves, so they must run outside another parallel_for (the
-// executor runs whole-buffer kernels on the calling thread), and allocate their scratch per call (as
-// run_dot_general does; the executor's arena has no scratch for whole-buffer kernels). Its derivatives
-// are two more primitives of this file, `conv_input_grad` (the transposed convolution: the cotangent
-// back to the input's shape) and `conv_filter_grad` (the correlation of input and cotangent). With
+// Runs as an im2col into a per-thread scratch panel and a GEMM (kernels::select_gemm()) on the host's
+// threads. The planner makes it a contraction kernel whose elementwise epilogue (bias, relu) is fused: the
+// executor passes a block sink (run_blocked) that applies the epilogue to each block of rows while it is in
+// cache. The kernels call the host pool's parallel_for themselves, so they must run outside another
+// parallel_for, and allocate their scratch per call (the executor's arena has no scratch for them). Its
+// derivatives are two more primitives of this file, `conv_input_grad` (the transposed convolution: the
+// cotangent back to the input's shape) and `conv_filter_grad` (the correlation of input and cotangent). With
 // conv_general they form a closed set under VJP and JVP (all three are bilinear slices of one trilinear
 // form <ct, conv(x, w)>), so derivatives of any order exist.
 
@@ -33,8 +32,8 @@
 #include <new>
 #include <string_view>
 
-#include "tessel/backend/gemm.hpp"
-#include "tessel/backend/thread_pool.hpp"
+#include "tessel/kernels/gemm.hpp"
+#include "tessel/kernels/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
@@ -308,15 +307,17 @@ inline void store(ir::dtype_code dtype, const float* src, std::size_t count, voi
 class thread_scratch {
  public:
   thread_scratch(std::size_t threads, std::size_t extra)
-      : stride_((backend::gemm_scratch::floats + extra + 15) / 16 * 16),
+      : gemm_floats_(kernels::gemm_scratch_floats()),
+        stride_((gemm_floats_ + extra + 15) / 16 * 16),
         mem_(static_cast<float*>(::operator new (threads* stride_ * sizeof(float), std::align_val_t{64}))) {}
   ~thread_scratch() { ::operator delete (mem_, std::align_val_t{64}); }
   thread_scratch(const thread_scratch&) = delete;
   thread_scratch& operator=(const thread_scratch&) = delete;
   float* gemm(std::size_t t) const { return mem_ + t * stride_; }
-  float* extra(std::size_t t) const { return mem_ + t * stride_ + backend::gemm_scratch::floats; }
+  float* extra(std::size_t t) const { return mem_ + t * stride_ + gemm_floats_; }
 
  private:
+  std::size_t gemm_floats_;
   std::size_t stride_;
   float* mem_;
 };
@@ -326,7 +327,7 @@ inline std::size_t elem_size(ir::dtype_code d) { return d == ir::dtype_code::bf1
 // Rows per work item: the panel budget, but at least a micro-kernel's worth, and leaving every thread
 // a few items so the split balances.
 inline std::size_t chunk_rows(std::size_t rows, std::size_t width, std::size_t threads) {
-  std::size_t r = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1), backend::gemm_blocking::mr);
+  std::size_t r = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1), kernels::blocking_of().mr);
   const std::size_t share = (rows + 4 * threads - 1) / (4 * threads);
   r = std::min(r, std::max<std::size_t>(share, 64));
   return std::max<std::size_t>(std::min(r, rows), 1);
@@ -336,19 +337,19 @@ inline std::size_t chunk_rows(std::size_t rows, std::size_t width, std::size_t t
 // (as f32) instead of into y.
 template <class T>
 void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code dtype, void* y, const ir::block_sink* sink = nullptr) {
-  backend::thread_pool& pool = backend::thread_pool::host();
+  kernels::thread_pool& pool = kernels::thread_pool::host();
   const std::size_t rows = g.rows(), width = g.patch(), chunk = chunk_rows(rows, width, pool.size());
   const bool f32_out = dtype == ir::dtype_code::f32 && sink == nullptr;
   thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : chunk * g.o));
-  const backend::matrix_view filter{w, g.o, 1, dtype == ir::dtype_code::bf16};
+  const kernels::matrix_view filter{w, g.o, 1, dtype == ir::dtype_code::bf16};
   pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
     float* patches = scratch.extra(t);
     for (std::size_t item = begin; item < end; ++item) {
       const std::size_t r0 = item * chunk, count = std::min(chunk, rows - r0);
       im2col(g, x, r0, count, patches, false);
-      const backend::matrix_view a{patches, width, 1, false};
+      const kernels::matrix_view a{patches, width, 1, false};
       float* c = f32_out ? static_cast<float*>(y) + r0 * g.o : patches + chunk * width;
-      backend::gemm_rows(a, filter, 0, count, g.o, width, c, g.o, scratch.gemm(t));
+      kernels::select_gemm()(a, filter, 0, count, g.o, width, c, g.o, scratch.gemm(t));
       if (sink != nullptr) sink->consume(sink->context, r0 * g.o, count * g.o, c, t);
       else if (!f32_out) store(dtype, c, count * g.o, static_cast<bfloat16*>(y) + r0 * g.o);
     }
@@ -358,12 +359,12 @@ void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code d
 // dx = col2im(ct[rows, O] . w^T[O, KH*KW*C]); one image per work item (col2im adds into it).
 template <class T>
 void input_grad(const conv_geometry& g, const T* ct, const void* w, ir::dtype_code dtype, void* dx) {
-  backend::thread_pool& pool = backend::thread_pool::host();
+  kernels::thread_pool& pool = kernels::thread_pool::host();
   const std::size_t per_image = g.oh * g.ow, width = g.patch(), image = g.h * g.w * g.c;
   const std::size_t chunk = std::max<std::size_t>(std::min(per_image, panel_floats / std::max<std::size_t>(width, 1)), 1);
   const bool f32_out = dtype == ir::dtype_code::f32;
   thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : image));
-  const backend::matrix_view filter_t{w, 1, g.o, dtype == ir::dtype_code::bf16};
+  const kernels::matrix_view filter_t{w, 1, g.o, dtype == ir::dtype_code::bf16};
   pool.parallel_for(g.n, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
     float* panel = scratch.extra(t);
     for (std::size_t n = begin; n < end; ++n) {
@@ -371,8 +372,8 @@ void input_grad(const conv_geometry& g, const T* ct, const void* w, ir::dtype_co
       std::fill(acc, acc + image, 0.0f);
       for (std::size_t done = 0; done < per_image; done += chunk) {
         const std::size_t r0 = n * per_image + done, count = std::min(chunk, per_image - done);
-        const backend::matrix_view a{ct + r0 * g.o, g.o, 1, dtype == ir::dtype_code::bf16};
-        backend::gemm_rows(a, filter_t, 0, count, width, g.o, panel, width, scratch.gemm(t));
+        const kernels::matrix_view a{ct + r0 * g.o, g.o, 1, dtype == ir::dtype_code::bf16};
+        kernels::select_gemm()(a, filter_t, 0, count, width, g.o, panel, width, scratch.gemm(t));
         col2im_add(g, panel, r0, count, acc, n * image);
       }
       if (!f32_out) store(dtype, acc, image, static_cast<bfloat16*>(dx) + n * image);
@@ -383,9 +384,9 @@ void input_grad(const conv_geometry& g, const T* ct, const void* w, ir::dtype_co
 // dw[KH*KW*C, O] = patches(x)^T . ct[rows, O], each thread summing its share of the rows.
 template <class T>
 void filter_grad(const conv_geometry& g, const T* x, const void* ct, ir::dtype_code dtype, void* dw) {
-  backend::thread_pool& pool = backend::thread_pool::host();
+  kernels::thread_pool& pool = kernels::thread_pool::host();
   const std::size_t rows = g.rows(), width = g.patch(), out = width * g.o;
-  constexpr std::size_t kc = backend::gemm_blocking::kc;
+  const std::size_t kc = kernels::blocking_of().kc;
   // Whole K blocks of the GEMM (its contraction runs over the rows here).
   std::size_t chunk = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1) / kc, 1) * kc;
   chunk = std::min(chunk, std::max<std::size_t>((rows + 2 * pool.size() - 1) / (2 * pool.size()), kc));
@@ -401,10 +402,10 @@ void filter_grad(const conv_geometry& g, const T* x, const void* ct, ir::dtype_c
     for (std::size_t item = begin; item < end; ++item) {
       const std::size_t r0 = item * chunk, count = std::min(chunk, rows - r0);
       im2col(g, x, r0, count, patches_t, true);
-      const backend::matrix_view a{patches_t, count, 1, false};
-      const backend::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * ct_elem, g.o, 1,
+      const kernels::matrix_view a{patches_t, count, 1, false};
+      const kernels::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * ct_elem, g.o, 1,
                                    dtype == ir::dtype_code::bf16};
-      backend::gemm_rows(a, b, 0, width, g.o, count, partial, g.o, scratch.gemm(t));
+      kernels::select_gemm()(a, b, 0, width, g.o, count, partial, g.o, scratch.gemm(t));
       for (std::size_t i = 0; i < out; ++i) acc[i] += partial[i];
     }
   });

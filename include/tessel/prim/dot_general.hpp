@@ -15,7 +15,7 @@
 #include <memory>
 #include <new>
 
-#include "tessel/backend/hwy_gemm.hpp"
+#include "tessel/kernels/gemm.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
@@ -35,7 +35,7 @@ namespace prim {
 struct dot_layout {
   std::size_t batch = 1, m = 1, n = 1, k = 1;
   std::size_t lhs_batch_stride = 0, rhs_batch_stride = 0;
-  backend::matrix_view lhs, rhs;
+  kernels::matrix_view lhs, rhs;
 };
 
 // attr: [nb, nc, lhs batch..., rhs batch..., lhs contracting..., rhs contracting...]
@@ -68,12 +68,12 @@ constexpr dot_layout layout_of(const ir::node& n, const ir::node& lhs, const ir:
 inline void run_dot_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   dot_layout d = layout_of(n, *operands[0], *operands[1]);
   const std::size_t elem = n.operand_dtype == ir::dtype_code::bf16 ? 2 : 4;
-  auto* scratch = static_cast<float*>(::operator new(backend::gemm_scratch::bytes, std::align_val_t{64}));
+  auto* scratch = static_cast<float*>(::operator new(kernels::gemm_scratch_floats() * sizeof(float), std::align_val_t{64}));
   auto* c = static_cast<float*>(::operator new(d.m * d.n * sizeof(float) + 64, std::align_val_t{64}));
   for (std::size_t b = 0; b < d.batch; ++b) {
     d.lhs.data = static_cast<const unsigned char*>(in[0]) + b * d.lhs_batch_stride * elem;
     d.rhs.data = static_cast<const unsigned char*>(in[1]) + b * d.rhs_batch_stride * elem;
-    backend::select_gemm()(d.lhs, d.rhs, 0, d.m, d.n, d.k, c, d.n, scratch);
+    kernels::select_gemm()(d.lhs, d.rhs, 0, d.m, d.n, d.k, c, d.n, scratch);
     if (n.dtype == ir::dtype_code::bf16) {
       auto* o = static_cast<bfloat16*>(out) + b * d.m * d.n;
       for (std::size_t i = 0; i < d.m * d.n; ++i) o[i] = bfloat16(c[i]);

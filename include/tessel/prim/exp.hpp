@@ -15,8 +15,8 @@ namespace prim {
 struct exp_rule {
   static constexpr fixed_string name = "tessel::exp";
   static constexpr accepts domain = accepts::floating;
-  static constexpr backend::math_fn math = backend::math_fn::exp;  // the Highway kernel
-  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
+  static constexpr kernels::math_fn math = kernels::math_fn::exp;  // the Highway kernel
+  static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return xsimd::exp(x); }
   static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {
     return of_node(node);  // d exp(x) = exp(x): the forward value, reused

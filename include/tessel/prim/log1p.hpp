@@ -15,8 +15,8 @@ namespace prim {
 struct log1p_rule {
   static constexpr fixed_string name = "tessel::log1p";
   static constexpr accepts domain = accepts::floating;
-  static constexpr backend::math_fn math = backend::math_fn::log1p;  // the Highway kernel
-  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
+  static constexpr kernels::math_fn math = kernels::math_fn::log1p;  // the Highway kernel
+  static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) {  // xsimd's log1p(-0) is +0: zeros pass through
     return simd::select(x == simd::splat<decltype(x)>(0.0f), x, xsimd::log1p(x));
   }

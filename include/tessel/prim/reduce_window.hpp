@@ -29,7 +29,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tessel/backend/thread_pool.hpp"
+#include "tessel/kernels/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
@@ -151,7 +151,7 @@ void put(T* out, std::size_t i, float v) {
 // Output-shaped kernels: work split over rows (n, i) of the result.
 template <class Body>
 void for_output_rows(const pool_geometry& g, std::size_t scratch_floats, Body body) {
-  backend::thread_pool& pool = backend::thread_pool::host();
+  kernels::thread_pool& pool = kernels::thread_pool::host();
   const std::size_t rows = g.n * g.oh;
   const std::size_t grain = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(g.ow * g.c, 1));
   pool.parallel_for(rows, grain, [&](std::size_t begin, std::size_t end, std::size_t) {
@@ -164,7 +164,7 @@ void for_output_rows(const pool_geometry& g, std::size_t scratch_floats, Body bo
 // Input-shaped (scatter) kernels: one image per work item, accumulated in f32 (acc holds image n).
 template <class T, class Body>
 void for_images(const pool_geometry& g, T* out, Body body) {
-  backend::thread_pool& pool = backend::thread_pool::host();
+  kernels::thread_pool& pool = kernels::thread_pool::host();
   const std::size_t image = g.h * g.w * g.c;
   const std::size_t grain = std::max<std::size_t>(1, g.n / (4 * pool.size()));  // a few chunks per thread, one buffer each
   pool.parallel_for(g.n, grain, [&](std::size_t begin, std::size_t end, std::size_t) {

@@ -13,8 +13,8 @@ namespace prim {
 struct rsqrt_rule {
   static constexpr fixed_string name = "tessel::rsqrt";
   static constexpr accepts domain = accepts::floating;
-  static constexpr backend::math_fn math = backend::math_fn::rsqrt;  // the Highway kernel
-  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
+  static constexpr kernels::math_fn math = kernels::math_fn::rsqrt;  // the Highway kernel
+  static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / xsimd::sqrt(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];

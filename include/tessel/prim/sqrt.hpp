@@ -13,8 +13,8 @@ namespace prim {
 struct sqrt_rule {
   static constexpr fixed_string name = "tessel::sqrt";
   static constexpr accepts domain = accepts::floating;
-  static constexpr backend::math_fn math = backend::math_fn::sqrt;  // the Highway kernel
-  static constexpr backend::math_path preferred = backend::math_path::xsimd;  // bench/README.md
+  static constexpr kernels::math_fn math = kernels::math_fn::sqrt;  // the Highway kernel
+  static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return xsimd::sqrt(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::div(g, build::scalar_like(g, node, 0.5), node));

@@ -1,6 +1,6 @@
 #pragma once
 // The profiler: named scopes, kernel runs, counters and training steps, recorded per thread and written
-// as a Chrome trace (profile/trace.hpp) that Perfetto and chrome://tracing open.
+// as a Chrome trace (io/chrome_trace.hpp) that Perfetto and chrome://tracing open.
 //
 //   tessel::profile::enable();
 //   for (std::uint64_t i = 0; auto b = pipeline.next(); ++i) {   // prefetch feeds the input wait itself
@@ -10,7 +10,7 @@
 //   }
 //   tessel::profile::record_peak_memory(plan_peak_bytes);
 //   std::cout << tessel::profile::summarize().to_string();
-//   tessel::profile::write_chrome_trace("train.trace.json");     // profile/trace.hpp
+//   tessel::profile::write_chrome_trace("train.trace.json");     // io/chrome_trace.hpp
 //
 // Disabled (the default), every entry point is one relaxed load of a global flag and a branch: a
 // disabled scope reads no clock and takes no lock (bench/profiler_overhead.cpp measures it). Enabled,
@@ -31,6 +31,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "tessel/run/executor.hpp"
 
 namespace tessel::profile {
 
@@ -159,10 +161,16 @@ inline void counter_event(const char* name, double value, std::int64_t ts) {
 
 // ---- switching ---------------------------------------------------------------------------------
 
-// Starts (or stops) recording. Events already recorded stay until clear().
+namespace detail {
+inline void observe_kernel(const run::kernel_report& k) noexcept;
+}
+
+// Starts (or stops) recording, and the executor's reports of the kernels it runs. Events already recorded
+// stay until clear().
 inline void enable(bool on = true) {
   detail::global();  // fixes the time origin before the first event
   detail::enabled_flag.store(on, std::memory_order_relaxed);
+  run::kernel_observer_slot().store(on ? &detail::observe_kernel : nullptr, std::memory_order_relaxed);
 }
 inline void disable() { enable(false); }
 inline bool enabled() noexcept { return detail::enabled_flag.load(std::memory_order_relaxed); }
@@ -257,6 +265,12 @@ inline void kernel_event(std::string_view name, clock::time_point start, clock::
   } catch (...) {
   }
 }
+
+namespace detail {
+inline void observe_kernel(const run::kernel_report& k) noexcept {
+  kernel_event(k.kind, k.start, k.end, {.bytes = k.bytes});
+}
+}  // namespace detail
 
 // A moment of the calling thread ("i" event).
 inline void instant(std::string_view name) noexcept {

@@ -20,7 +20,7 @@ inline constexpr target host{
     .sublanes = 1,               // an AVX-512 register: 16 f32 lanes (64 bytes), 32 bf16 lanes
     .lanes = 16,
     .bf16_packing = 2,
-    .mxu_rows = 12,              // the GEMM micro-kernel's register tile, 12 rows x 32 f32 columns (backend/gemm.hpp)
+    .mxu_rows = 12,              // the GEMM micro-kernel's register tile, 12 rows x 32 f32 columns (kernels/gemm.hpp)
     .mxu_cols = 32,
     .mxu_count = 1,
     .hbm_bytes = 16ull << 30,    // DRAM; not knowable at compile time, a conservative 16 GiB

@@ -20,7 +20,7 @@
 #include "tessel/prim/broadcast_in_dim.hpp"
 #include "tessel/prim/literal.hpp"
 #include "tessel/transform/autodiff.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/transform/trace.hpp"
 
 namespace tessel {
 

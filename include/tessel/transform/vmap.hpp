@@ -33,7 +33,7 @@
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/parameter.hpp"
 #include "tessel/transform/control_batching.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/transform/trace.hpp"
 
 namespace tessel {
 

@@ -8,7 +8,7 @@
 //   static auto apply(auto x[, auto y]);          the math, on float, int and (optionally) xsimd batches
 //   template <class T> using result = ...;        (optional) the output dtype; the input dtype by default
 // Floating tiles (f32 and bf16) are evaluated in float: scalar, with xsimd when apply takes a batch, or
-// with Highway when the rule names a kernel of backend/hwy_math.hpp (map_unary_f32 below).
+// with Highway when the rule names a kernel of kernels/hwy_math.hpp (map_unary_f32 below).
 
 #include <concepts>
 #include <cstddef>
@@ -17,7 +17,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "tessel/backend/hwy_math.hpp"
+#include "tessel/kernels/hwy_math.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
@@ -63,22 +63,22 @@ concept BatchRule1 = requires(V v) { Rule::apply(v); };
 template <class Rule, class V>
 concept BatchRule2 = requires(V v) { Rule::apply(v, v); };
 
-// Unary rules on f32 tiles have three paths (backend/hwy_math.hpp): scalar (Rule::apply on one float),
-// xsimd (Rule::apply on batches, where it takes them) and hwy (backend::hwy_math, for rules that name a
-// Highway kernel: `static constexpr backend::math_fn math`). A rule states its default where both
-// SIMD paths have the same width with `static constexpr backend::math_path preferred` (xsimd if it
+// Unary rules on f32 tiles have three paths (kernels/hwy_math.hpp): scalar (Rule::apply on one float),
+// xsimd (Rule::apply on batches, where it takes them) and hwy (kernels::hwy_math, for rules that name a
+// Highway kernel: `static constexpr kernels::math_fn math`). A rule states its default where both
+// SIMD paths have the same width with `static constexpr kernels::math_path preferred` (xsimd if it
 // does not); where xsimd is narrower than the CPU's Highway target, rules with a Highway kernel use it.
-// backend::force_math_path or TESSEL_MATH_PATH overrides both for every rule. A path a rule lacks
+// kernels::force_math_path or TESSEL_MATH_PATH overrides both for every rule. A path a rule lacks
 // falls back to xsimd, then scalar.
 template <class Rule>
 concept HwyRule = requires {
-  { Rule::math } -> std::convertible_to<backend::math_fn>;
+  { Rule::math } -> std::convertible_to<kernels::math_fn>;
 };
 
 template <class Rule>
-constexpr backend::math_path preferred_path() {
-  if constexpr (requires { { Rule::preferred } -> std::convertible_to<backend::math_path>; }) return Rule::preferred;
-  else return backend::math_path::xsimd;
+constexpr kernels::math_path preferred_path() {
+  if constexpr (requires { { Rule::preferred } -> std::convertible_to<kernels::math_path>; }) return Rule::preferred;
+  else return kernels::math_path::xsimd;
 }
 
 // The scalar path of a unary rule on floats, as a plain function (hwy_math's fallback for tails and
@@ -90,27 +90,27 @@ float apply_scalar(float x) {
 
 // The path of a rule when none is forced.
 template <class Rule>
-backend::math_path default_path() {
-  constexpr backend::math_path preferred = preferred_path<Rule>();
-  if constexpr (HwyRule<Rule> && preferred == backend::math_path::xsimd) {
-    if (backend::hwy_math_lanes() > xsimd::batch<float>::size) return backend::math_path::hwy;
+kernels::math_path default_path() {
+  constexpr kernels::math_path preferred = preferred_path<Rule>();
+  if constexpr (HwyRule<Rule> && preferred == kernels::math_path::xsimd) {
+    if (kernels::hwy_math_lanes() > xsimd::batch<float>::size) return kernels::math_path::hwy;
   }
   return preferred;
 }
 
 // y[i] = Rule(x[i]) on f32 with path p (automatic: default_path); x and y may be the same array.
 template <class Rule>
-void map_unary_f32(backend::math_path p, const float* x, float* y, std::size_t n) {
-  if (p == backend::math_path::automatic) p = default_path<Rule>();
+void map_unary_f32(kernels::math_path p, const float* x, float* y, std::size_t n) {
+  if (p == kernels::math_path::automatic) p = default_path<Rule>();
   if constexpr (HwyRule<Rule>) {
-    if (p == backend::math_path::hwy) {
-      backend::hwy_math(Rule::math, x, y, n, &apply_scalar<Rule>);
+    if (p == kernels::math_path::hwy) {
+      kernels::hwy_math(Rule::math, x, y, n, &apply_scalar<Rule>);
       return;
     }
   }
   std::size_t i = 0;
   if constexpr (BatchRule1<Rule, xsimd::batch<float>>) {
-    if (p != backend::math_path::scalar) {
+    if (p != kernels::math_path::scalar) {
       using batch = xsimd::batch<float>;
       for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
         Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
@@ -122,7 +122,7 @@ void map_unary_f32(backend::math_path p, const float* x, float* y, std::size_t n
 template <class Rule, class T, class R>
 void map_unary(const T* x, R* y, std::size_t n) {
   if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float>) {
-    map_unary_f32<Rule>(backend::forced_math_path(), x, y, n);
+    map_unary_f32<Rule>(kernels::forced_math_path(), x, y, n);
   } else {
     for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<R>(Rule::apply(x[i]));
   }

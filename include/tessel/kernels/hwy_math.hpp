@@ -24,50 +24,31 @@
 // tails shorter than a vector are computed by the scalar function passed in, so special values are
 // exactly the scalar path's (hwy_math-inl.hpp lists the ranges).
 //
-// The per-target code lives in hwy_math-inl.hpp and is compiled in hwy_gemm.hpp's aggregator pass
-// (Highway 1.0.3 allows one hwy/foreach_target.h per translation unit).
+// The functions are compiled once in the tessel library (kernels/implementation.hpp, with the per-target
+// code in hwy_math-inl.hpp); this header only declares them.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
-#include "tessel/backend/hwy_gemm.hpp"  // the aggregator: its pass also compiles hwy_math-inl.hpp
-#include "tessel/backend/hwy_math-inl.hpp"
+namespace tessel::kernels {
 
-namespace tessel::backend {
+// The functions with a Highway kernel.
+enum class math_fn : unsigned char { exp, log, log1p, expm1, tanh, logistic, sin, cos, sqrt, rsqrt };
 
-namespace hwy_math_detail {
-
-// HWY_EXPORT inside an inline function: one table per program (see hwy_gemm.hpp).
-inline void map(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
-  HWY_EXPORT(map_target);
-  HWY_DYNAMIC_DISPATCH(map_target)(f, x, y, n, scalar);
-}
-
-inline const char* target() {
-  HWY_EXPORT(target_name);
-  return HWY_DYNAMIC_DISPATCH(target_name)();
-}
-
-inline std::size_t lanes() {
-  HWY_EXPORT(float_lanes);
-  return HWY_DYNAMIC_DISPATCH(float_lanes)();
-}
-
-}  // namespace hwy_math_detail
+// The scalar path of one function: used for out-of-range lanes and tails.
+using scalar_math_fn = float (*)(float);
 
 // y[i] = f(x[i]) for i < n with the best Highway target of this CPU; `scalar` computes f on one float
 // (tails and lanes outside f's fast range). x and y may be the same array.
-inline void hwy_math(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
-  hwy_math_detail::map(f, x, y, n, scalar);
-}
+void hwy_math(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar);
 
 // The Highway target hwy_math runs on this CPU, e.g. "AVX3_DL".
-inline const char* hwy_math_target() { return hwy_math_detail::target(); }
+const char* hwy_math_target();
 
 // Floats per vector of that target (16 for AVX-512).
-inline std::size_t hwy_math_lanes() { return hwy_math_detail::lanes(); }
+std::size_t hwy_math_lanes();
 
 enum class math_path : unsigned char {
   automatic,  // each primitive's measured default (see prim/family/elementwise.hpp, map_unary_f32)
@@ -98,4 +79,4 @@ inline math_path force_math_path(math_path p) { return hwy_math_detail::forced_p
 // The path force_math_path (or TESSEL_MATH_PATH) imposes: automatic where none is.
 inline math_path forced_math_path() { return hwy_math_detail::forced_path().load(std::memory_order_relaxed); }
 
-}  // namespace tessel::backend
+}  // namespace tessel::kernels

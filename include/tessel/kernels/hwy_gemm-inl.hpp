@@ -1,9 +1,9 @@
-// Per-target part of tessel/backend/hwy_gemm.hpp: Highway compiles this file once per target through
-// HWY_TARGET_INCLUDE (hwy/foreach_target.h), each time into its own namespace
-// tessel::backend::hwy_detail::N_<TARGET>. Include tessel/backend/hwy_gemm.hpp, not this file; on its
-// own it compiles the static (compile-time) target only, without dispatch.
+// Per-target part of hwy_gemm_rows (tessel/kernels/gemm.hpp): Highway compiles this file once per target
+// through HWY_TARGET_INCLUDE (hwy/foreach_target.h, in kernels/implementation.hpp), each time into its own
+// namespace tessel::kernels::hwy_detail::N_<TARGET>. On its own it compiles the static (compile-time)
+// target only, without dispatch.
 //
-// The same BLIS-style blocking as gemm.hpp (B packed in KC x NR panels, A in MC x KC panels of MR
+// The same BLIS-style blocking as gemm_xsimd-inl.hpp (B packed in KC x NR panels, A in MC x KC panels of MR
 // rows, an MR x NR register block accumulated with FMA), with the micro-kernel written in Highway
 // ops so that one binary holds an SSSE3, SSE4, AVX2, AVX-512 and scalar kernel and runs the best one.
 // Where both operands are bf16, the CPU has AVX512_BF16 and hwy_gemm_allow_dpbf16(true) was called,
@@ -11,8 +11,8 @@
 // lane per instruction) instead of widening to f32 while packing.
 
 // Target-independent part, once per translation unit.
-#ifndef TESSEL_BACKEND_HWY_GEMM_INL_COMMON
-#define TESSEL_BACKEND_HWY_GEMM_INL_COMMON
+#ifndef TESSEL_KERNELS_HWY_GEMM_INL_COMMON
+#define TESSEL_KERNELS_HWY_GEMM_INL_COMMON
 
 #include <algorithm>
 #include <atomic>
@@ -20,12 +20,12 @@
 #include <cstdint>
 #include <cstring>
 
-#ifndef HWY_WANT_AVX3_DL  // see hwy_gemm.hpp
+#ifndef HWY_WANT_AVX3_DL  // see implementation.hpp
 #define HWY_WANT_AVX3_DL 1
 #endif
 #include <hwy/highway.h>
 
-#include "tessel/backend/gemm.hpp"
+#include "tessel/kernels/gemm_xsimd-inl.hpp"
 #include "tessel/core/bfloat16.hpp"
 
 #if HWY_ARCH_X86
@@ -33,7 +33,7 @@
 #include <immintrin.h>
 #endif
 
-namespace tessel::backend::hwy_detail {
+namespace tessel::kernels::hwy_detail {
 
 // C's rows of a tile are ldc apart (often a multiple of 4 KiB) and, past the first K block, come back
 // from L3 or memory: the micro-kernels prefetch row r during their k = r step, which hides that
@@ -79,16 +79,16 @@ inline std::uint32_t bf16_at(const matrix_view& v, std::size_t r, std::size_t c)
   return static_cast<const bfloat16*>(v.data)[r * v.row_stride + c * v.col_stride].bits();
 }
 
-}  // namespace tessel::backend::hwy_detail
+}  // namespace tessel::kernels::hwy_detail
 
-#endif  // TESSEL_BACKEND_HWY_GEMM_INL_COMMON
+#endif  // TESSEL_KERNELS_HWY_GEMM_INL_COMMON
 
 // Per-target part: toggled once per pass of foreach_target.h.
-#if defined(TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE) == defined(HWY_TARGET_TOGGLE)
-#ifdef TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
-#undef TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+#if defined(TESSEL_KERNELS_HWY_GEMM_INL_TOGGLE) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSEL_KERNELS_HWY_GEMM_INL_TOGGLE
+#undef TESSEL_KERNELS_HWY_GEMM_INL_TOGGLE
 #else
-#define TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+#define TESSEL_KERNELS_HWY_GEMM_INL_TOGGLE
 #endif
 
 #include <hwy/highway.h>
@@ -102,7 +102,7 @@ inline std::uint32_t bf16_at(const matrix_view& v, std::size_t r, std::size_t c)
 #endif
 
 HWY_BEFORE_NAMESPACE();
-namespace tessel::backend::hwy_detail::HWY_NAMESPACE {
+namespace tessel::kernels::hwy_detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 inline const char* target_name() { return hwy::TargetName(HWY_TARGET); }
@@ -119,10 +119,11 @@ inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::si
     }
 }
 inline bool uses_dpbf16() { return false; }
+inline gemm_blocking blocking_target() { return {}; }
 #else
 
-// Blocking for this target. NC is as large as gemm_scratch (sized for gemm.hpp's own blocking, which
-// callers already allocate) allows, so the hwy path is a drop-in with the same scratch contract.
+// Blocking for this target. NC is as large as the library's one scratch size (detail::scratch_floats)
+// allows, so every kernel has the same scratch contract.
 struct blocking {
   static constexpr std::size_t lanes = HWY_LANES(float);
   static constexpr std::size_t nr = 2 * lanes;
@@ -132,9 +133,9 @@ struct blocking {
   static constexpr std::size_t mc = mr * 8;
   static constexpr std::size_t nc_cap = 2048;
   static constexpr std::size_t nc =
-      std::min(nc_cap, (gemm_scratch::floats - mc * kc - mr * nr) / kc / nr * nr);
-  static_assert(nc >= nr, "gemm_scratch is too small for this target's blocking");
-  static_assert(kc * nc + mc * kc + mr * nr <= gemm_scratch::floats);
+      std::min(nc_cap, (detail::scratch_floats - mc * kc - mr * nr) / kc / nr * nr);
+  static_assert(nc >= nr, "detail::scratch_floats is too small for this target's blocking");
+  static_assert(kc * nc + mc * kc + mr * nr <= detail::scratch_floats);
 };
 
 // ---- f32 path (f32 operands, or bf16 widened while packing) ----
@@ -430,6 +431,10 @@ inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::si
 }
 #endif  // TESSEL_HWY_GEMM_DPBF16
 
+inline gemm_blocking blocking_target() {
+  return {.mr = blocking::mr, .nr = blocking::nr, .kc = blocking::kc, .mc = blocking::mc, .nc = blocking::nc};
+}
+
 // Whether a bf16 x bf16 product would take the vdpbf16ps path on this target and CPU.
 inline bool uses_dpbf16() {
 #if TESSEL_HWY_GEMM_DPBF16
@@ -452,10 +457,10 @@ inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::si
 }
 #endif  // HWY_HAVE_SCALABLE
 
-}  // namespace tessel::backend::hwy_detail::HWY_NAMESPACE
+}  // namespace tessel::kernels::hwy_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // TESSEL_BACKEND_HWY_GEMM_INL_TOGGLE
+#endif  // TESSEL_KERNELS_HWY_GEMM_INL_TOGGLE
 
-// The other Highway kernels compiled in the same aggregator pass (hwy_gemm.hpp), each with its own toggle.
-#include "tessel/backend/hwy_math-inl.hpp"
+// The other Highway kernels compiled in the same aggregator pass (implementation.hpp), each with its own toggle.
+#include "tessel/kernels/hwy_math-inl.hpp"

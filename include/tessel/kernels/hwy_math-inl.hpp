@@ -1,8 +1,8 @@
-// Per-target part of tessel/backend/hwy_math.hpp: the transcendental functions of the elementwise
+// Per-target part of tessel/kernels/hwy_math.hpp: the transcendental functions of the elementwise
 // primitives (exp, log, log1p, expm1, tanh, logistic, sin, cos, sqrt, rsqrt) over arrays of floats,
 // compiled by Highway once per target through the aggregator's HWY_TARGET_INCLUDE pass
-// (tessel/backend/hwy_gemm-inl.hpp includes this file), each time into its own namespace
-// tessel::backend::hwy_math_detail::N_<TARGET>. Include tessel/backend/hwy_math.hpp, not this file.
+// (tessel/kernels/hwy_gemm-inl.hpp includes this file, in kernels/implementation.hpp), each time into its own namespace
+// tessel::kernels::hwy_math_detail::N_<TARGET>. Include tessel/kernels/hwy_math.hpp, not this file.
 //
 // The vector math is hwy/contrib/math (Highway 1.0.3), whose functions are accurate only inside stated
 // ranges and do not handle NaN or infinities. Each op therefore names a "fast" range; a vector whose
@@ -11,35 +11,27 @@
 // values are exactly those of the scalar path. Tails shorter than a vector use the scalar function too.
 
 // Target-independent part, once per translation unit.
-#ifndef TESSEL_BACKEND_HWY_MATH_INL_COMMON
-#define TESSEL_BACKEND_HWY_MATH_INL_COMMON
+#ifndef TESSEL_KERNELS_HWY_MATH_INL_COMMON
+#define TESSEL_KERNELS_HWY_MATH_INL_COMMON
 
 #include <cmath>  // HUGE_VALF
 #include <cstddef>
 
-#ifndef HWY_WANT_AVX3_DL  // see hwy_gemm.hpp
+#ifndef HWY_WANT_AVX3_DL  // see implementation.hpp
 #define HWY_WANT_AVX3_DL 1
 #endif
 #include <hwy/highway.h>
 
-namespace tessel::backend {
+#include "tessel/kernels/hwy_math.hpp"
 
-// The functions with a Highway kernel.
-enum class math_fn : unsigned char { exp, log, log1p, expm1, tanh, logistic, sin, cos, sqrt, rsqrt };
-
-// The scalar path of one function: used for out-of-range lanes and tails.
-using scalar_math_fn = float (*)(float);
-
-}  // namespace tessel::backend
-
-#endif  // TESSEL_BACKEND_HWY_MATH_INL_COMMON
+#endif  // TESSEL_KERNELS_HWY_MATH_INL_COMMON
 
 // Per-target part: toggled once per pass of foreach_target.h.
-#if defined(TESSEL_BACKEND_HWY_MATH_INL_TOGGLE) == defined(HWY_TARGET_TOGGLE)
-#ifdef TESSEL_BACKEND_HWY_MATH_INL_TOGGLE
-#undef TESSEL_BACKEND_HWY_MATH_INL_TOGGLE
+#if defined(TESSEL_KERNELS_HWY_MATH_INL_TOGGLE) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSEL_KERNELS_HWY_MATH_INL_TOGGLE
+#undef TESSEL_KERNELS_HWY_MATH_INL_TOGGLE
 #else
-#define TESSEL_BACKEND_HWY_MATH_INL_TOGGLE
+#define TESSEL_KERNELS_HWY_MATH_INL_TOGGLE
 #endif
 
 #include <hwy/highway.h>
@@ -57,13 +49,13 @@ using scalar_math_fn = float (*)(float);
 #endif
 
 #ifdef TESSEL_HWY_MATH_FORWARD
-namespace tessel::backend::hwy_math_detail::TESSEL_HWY_MATH_FORWARD {
+namespace tessel::kernels::hwy_math_detail::TESSEL_HWY_MATH_FORWARD {
 inline void map_target(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar);
-}  // namespace tessel::backend::hwy_math_detail::TESSEL_HWY_MATH_FORWARD
+}  // namespace tessel::kernels::hwy_math_detail::TESSEL_HWY_MATH_FORWARD
 #endif
 
 HWY_BEFORE_NAMESPACE();
-namespace tessel::backend::hwy_math_detail::HWY_NAMESPACE {
+namespace tessel::kernels::hwy_math_detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 inline const char* target_name() { return hwy::TargetName(HWY_TARGET); }
@@ -263,7 +255,7 @@ inline void map_target(math_fn f, const float* x, float* y, std::size_t n, scala
 
 #endif  // TESSEL_HWY_MATH_FORWARD
 
-}  // namespace tessel::backend::hwy_math_detail::HWY_NAMESPACE
+}  // namespace tessel::kernels::hwy_math_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // TESSEL_BACKEND_HWY_MATH_INL_TOGGLE
+#endif  // TESSEL_KERNELS_HWY_MATH_INL_TOGGLE

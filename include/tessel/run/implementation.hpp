@@ -1,12 +1,16 @@
-#pragma once
-// Runs a plan on the host. The plan is constant data; this code is instantiated once, not per program:
-// kernels call each primitive's tile functions through its descriptor.
+// Defines run::execute (tessel/run/executor.hpp): the host executor over a type-erased plan, compiled once
+// in the tessel library (src/tessel.cpp), or in one translation unit of a header-only user's program
+// (TESSEL_IMPLEMENTATION defined before including tessel/tessel.hpp). Kernels call each primitive's
+// tile functions through its descriptor, so nothing here depends on the program.
 //
 // One arena per run holds the plan's intermediate buffers (plan.arena_bytes, a constant) and each
-// thread's scratch (tiles, rows, GEMM panels); nothing is allocated inside kernels.
+// thread's scratch (member tile pointers, tiles, rows, GEMM panels); nothing is allocated inside kernels.
+#ifndef TESSEL_RUN_IMPLEMENTATION_HPP
+#define TESSEL_RUN_IMPLEMENTATION_HPP
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,14 +18,17 @@
 #include <new>
 #include <vector>
 
-#include "tessel/backend/hwy_gemm.hpp"
-#include "tessel/backend/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
+#include "tessel/kernels/gemm.hpp"
+#include "tessel/kernels/thread_pool.hpp"
+#include "tessel/lax.hpp"  // every primitive descriptor, so this translation unit sees them all
 #include "tessel/plan/plan.hpp"
-#include "tessel/profile/profiler.hpp"
 #include "tessel/prim/dot_general.hpp"
+#include "tessel/run/executor.hpp"
 
-namespace tessel::backend {
+namespace tessel::run {
+
+using kernels::thread_pool;
 
 inline constexpr std::size_t tile_elements = 1024;
 inline constexpr std::size_t parallel_grain_elements = 16 * 1024;
@@ -153,24 +160,22 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
   }
 }
 
-template <std::size_t N, std::size_t O>
 class executor {
  public:
-  using plan_type = plan::plan<N, O>;
-
-  executor(const plan_type& p, const void* const* parameters, void* const* outputs)
+  executor(const plan::plan_view& p, const void* const* parameters, void* const* outputs)
       : p_(p), parameters_(parameters), outputs_(outputs) {}
 
   void run() {
     thread_pool& pool = thread_pool::host();
     threads_ = pool.size();
-    scratch_per_thread_ = scratch_bytes();
+    pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
+    scratch_per_thread_ = pointers_per_thread_ + scratch_bytes();
     const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + plan::arena_alignment;
     std::unique_ptr<unsigned char, aligned_delete> arena(static_cast<unsigned char*>(::operator new(total, std::align_val_t{64})));
     arena_ = arena.get();
     scratch_ = arena_ + (p_.arena_bytes + plan::arena_alignment - 1) / plan::arena_alignment * plan::arena_alignment;
     run_range(0, p_.kernel_count, pool);
-    for (std::size_t o = 0; o < O; ++o) {
+    for (std::size_t o = 0; o < p_.program.output_count; ++o) {
       const int id = p_.program.outputs[o];
       const int first = p_.output_index[static_cast<std::size_t>(id)];
       if (first != static_cast<int>(o)) std::memcpy(outputs_[o], outputs_[first], p_.bytes(id));
@@ -204,7 +209,7 @@ class executor {
       if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
       if (kr.kind == plan::kernel_kind::contraction && nd(kr.dot).prim->run_blocked == nullptr) {
         const prim::dot_layout d = prim::layout_of(nd(kr.dot), nd(nd(kr.dot).operand(0)), nd(nd(kr.dot).operand(1)));
-        need += gemm_scratch::bytes + gemm_blocking::mc * d.n * 4;
+        need += kernels::gemm_scratch_floats() * 4 + kernels::blocking_of().mc * d.n * 4;
       }
       most = std::max(most, (need + 63) / 64 * 64);
     }
@@ -298,7 +303,9 @@ class executor {
     store_tile(root.dtype, tile_of[m], n, static_cast<unsigned char*>(storage(kr.root)) + first * ir::bytes_of(root.dtype));
   }
 
-  unsigned char* thread_scratch(std::size_t t) const { return scratch_ + t * scratch_per_thread_; }
+  // Each thread's scratch: the member tiles' pointers, then the tiles (and GEMM panels).
+  unsigned char* thread_scratch(std::size_t t) const { return scratch_ + t * scratch_per_thread_ + pointers_per_thread_; }
+  const void** tile_pointers(std::size_t t) const { return reinterpret_cast<const void**>(scratch_ + t * scratch_per_thread_); }
 
   // Kernels [begin, end) in order; a control kernel runs its regions' ranges, which follow it, and the
   // walk continues after them.
@@ -392,12 +399,12 @@ class executor {
   }
 
   void run_kernel(const plan::kernel& kr, int index, thread_pool& pool) {
-    if (profile::enabled()) {  // one branch when profiling is off
-      const auto start = profile::clock::now();
+    const kernel_observer observe = kernel_observer_slot().load(std::memory_order_relaxed);
+    if (observe != nullptr) {  // one load and a branch when nobody observes
+      const auto start = std::chrono::steady_clock::now();
       dispatch(kr, pool);
-      profile::kernel_event(plan::name_of(kr.kind), start, profile::clock::now(),
-                            {.bytes = static_cast<double>(p_.bytes(kr.root))});
-      (void)index;
+      observe({.kind = plan::name_of(kr.kind), .index = index, .start = start, .end = std::chrono::steady_clock::now(),
+               .bytes = static_cast<double>(p_.bytes(kr.root))});
       return;
     }
     dispatch(kr, pool);
@@ -421,7 +428,7 @@ class executor {
     const std::size_t tiles = (size + tile_elements - 1) / tile_elements;
     pool.parallel_for(tiles, parallel_grain_elements / tile_elements, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* tiles_mem = thread_scratch(t);
-      const void* tile_of[plan_type::max_members];
+      const void** tile_of = tile_pointers(t);
       for (std::size_t tile = begin; tile < end; ++tile) {
         const std::size_t first = tile * tile_elements;
         const std::size_t n = std::min(tile_elements, size - first);
@@ -445,7 +452,7 @@ class executor {
     const std::size_t grain = std::max<std::size_t>(1, parallel_grain_elements / std::max<std::size_t>(inner, 1));
     pool.parallel_for(kr.outer, grain, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* tiles = thread_scratch(t);
-      const void* tile_of[plan_type::max_members];
+      const void** tile_of = tile_pointers(t);
       for (std::size_t o = begin; o < end; o += per_pass) {
         const std::size_t rows = std::min(per_pass, end - o);
         for (int m = 0; m < kr.member_count; ++m) {
@@ -512,7 +519,7 @@ class executor {
       unsigned char* mem = thread_scratch(t);
       unsigned char* acc = mem;
       unsigned char* tiles_mem = mem + tile_elements * 4;
-      const void* tile_of[plan_type::max_members];
+      const void** tile_of = tile_pointers(t);
       for (std::size_t tile = begin; tile < end; ++tile) {
         const std::size_t j0 = tile * tile_elements;
         const std::size_t n = std::min(tile_elements, outputs - j0);
@@ -550,7 +557,7 @@ class executor {
     sink.consume = [](void* c, std::size_t first, std::size_t count, const float* values, std::size_t thread) {
       const epilogue& e = *static_cast<const epilogue*>(c);
       unsigned char* tiles_mem = e.self->thread_scratch(thread);
-      const void* tile_of[plan_type::max_members];
+      const void** tile_of = e.self->tile_pointers(thread);
       for (std::size_t off = 0; off < count; off += tile_elements) {
         const std::size_t m = std::min(tile_elements, count - off);
         e.self->eval_members(*e.kr, first + off, m, tiles_mem, tile_elements * 4, tile_of, values + off);
@@ -574,25 +581,27 @@ class executor {
     const auto* rbase = static_cast<const unsigned char*>(storage(dot.operand(1)));
     // Row blocks of whole micro-tiles (mr rows), at most mc rows each, in a number that the threads
     // share evenly: with 128 rows and 2 threads, 72 + 56 rows rather than 96 + 32.
-    const std::size_t tiles = (d.m + gemm_blocking::mr - 1) / gemm_blocking::mr;
-    const std::size_t max_tiles = gemm_blocking::mc / gemm_blocking::mr, threads = pool.size();
+    const kernels::gemm_blocking blocking = kernels::blocking_of();
+    const std::size_t mr = blocking.mr;
+    const std::size_t tiles = (d.m + mr - 1) / mr;
+    const std::size_t max_tiles = blocking.mc / mr, threads = pool.size();
     std::size_t blocks_per_batch = (tiles + max_tiles - 1) / max_tiles;
     while ((d.batch * blocks_per_batch) % threads != 0 && blocks_per_batch < tiles) ++blocks_per_batch;
     pool.parallel_for(d.batch * blocks_per_batch, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* mem = thread_scratch(t);
       float* gemm_mem = reinterpret_cast<float*>(mem);
-      float* panel = gemm_mem + gemm_scratch::floats;
-      unsigned char* tiles_mem = reinterpret_cast<unsigned char*>(panel + gemm_blocking::mc * d.n);
-      const void* tile_of[plan_type::max_members];
+      float* panel = gemm_mem + kernels::gemm_scratch_floats();
+      unsigned char* tiles_mem = reinterpret_cast<unsigned char*>(panel + blocking.mc * d.n);
+      const void** tile_of = tile_pointers(t);
       prim::dot_layout local = d;
       for (std::size_t block = begin; block < end; ++block) {
         const std::size_t b = block / blocks_per_batch;
         const std::size_t j = block % blocks_per_batch;
-        const std::size_t m0 = j * tiles / blocks_per_batch * gemm_blocking::mr;
-        const std::size_t m1 = std::min(d.m, (j + 1) * tiles / blocks_per_batch * gemm_blocking::mr);
+        const std::size_t m0 = j * tiles / blocks_per_batch * mr;
+        const std::size_t m1 = std::min(d.m, (j + 1) * tiles / blocks_per_batch * mr);
         local.lhs.data = lbase + b * d.lhs_batch_stride * elem;
         local.rhs.data = rbase + b * d.rhs_batch_stride * elem;
-        select_gemm()(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);
+        kernels::select_gemm()(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);
         // The epilogue on the panel's flat range, tile by tile, while it is in cache.
         const std::size_t base = (b * d.m + m0) * d.n;
         const std::size_t count = (m1 - m0) * d.n;
@@ -662,12 +671,18 @@ class executor {
     }
   }
 
-  const plan_type& p_;
+  const plan::plan_view& p_;
   const void* const* parameters_;
   void* const* outputs_;
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;
-  std::size_t scratch_per_thread_ = 0, threads_ = 1;
+  std::size_t scratch_per_thread_ = 0, pointers_per_thread_ = 0, threads_ = 1;
 };
 
-}  // namespace tessel::backend
+void execute(const plan::plan_view& plan, const void* const* parameters, void* const* outputs) {
+  executor(plan, parameters, outputs).run();
+}
+
+}  // namespace tessel::run
+
+#endif  // TESSEL_RUN_IMPLEMENTATION_HPP

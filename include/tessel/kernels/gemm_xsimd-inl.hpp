@@ -1,22 +1,19 @@
+// Part of tessel/kernels/implementation.hpp: the BLIS-style GEMM written with xsimd, compiled for the
+// instruction set of the translation unit that includes it (the tessel library's). B is packed in
+// KC x NR column panels, A in MC x KC row panels of MR rows, and a register-blocked micro-kernel (MR rows
+// x two SIMD vectors) accumulates with FMA. A and B are read through arbitrary row/column strides (so
+// A^T and B^T need no copy) and as f32 or bf16 (widened while packing). C is a dense f32 row-major
+// panel. Include tessel/kernels/gemm.hpp to call it.
 #pragma once
-// Single-precision GEMM on the host: C[m, n] = sum_k A[m, k] * B[k, n] for a row range of C.
-//
-// BLIS-style: B is packed in KC x NR column panels, A in MC x KC row panels of MR rows, and a
-// register-blocked micro-kernel (MR rows x two SIMD vectors) accumulates with FMA. A and B are read
-// through arbitrary row/column strides (so A^T and B^T need no copy) and as f32 or bf16 (widened while
-// packing). C is always a dense f32 row-major panel that the caller's epilogue then consumes while
-// it is still in cache. The caller splits the M range between threads.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <new>
 
 #include <xsimd/xsimd.hpp>
 
-#include "tessel/core/bfloat16.hpp"
+#include "tessel/kernels/gemm.hpp"
 
 // Full unrolling of the register-block loops, on both compilers.
 #if defined(__clang__)
@@ -25,21 +22,9 @@
 #define TESSEL_UNROLL_ALL _Pragma("GCC unroll 16")
 #endif
 
-namespace tessel::backend {
+namespace tessel::kernels::detail {
 
-// A strided matrix operand: element (r, c) is at data[r * row_stride + c * col_stride].
-struct matrix_view {
-  const void* data = nullptr;
-  std::size_t row_stride = 0, col_stride = 0;
-  bool bf16 = false;
-
-  float at(std::size_t r, std::size_t c) const {
-    const std::size_t i = r * row_stride + c * col_stride;
-    return bf16 ? static_cast<float>(static_cast<const bfloat16*>(data)[i]) : static_cast<const float*>(data)[i];
-  }
-};
-
-struct gemm_blocking {
+struct xsimd_blocking {
   using batch = xsimd::batch<float>;
   static constexpr std::size_t nr = 2 * batch::size;
   static constexpr std::size_t mr = batch::size >= 16 ? 12 : 6;  // 24 accumulators of 32 zmm; 12 of 16 otherwise
@@ -48,17 +33,12 @@ struct gemm_blocking {
   static constexpr std::size_t nc = nr * 64;
 };
 
-// Scratch a thread needs for one gemm call (packed panels), allocated once per run by the caller.
-struct gemm_scratch {
-  static constexpr std::size_t floats =
-      gemm_blocking::kc * gemm_blocking::nc + gemm_blocking::mc * gemm_blocking::kc + gemm_blocking::mr * gemm_blocking::nr;
-  static constexpr std::size_t bytes = floats * sizeof(float);
-};
-
-namespace detail {
+// One call's packed panels, for every kernel of the library: the Highway kernels size their NC to fit.
+inline constexpr std::size_t scratch_floats =
+    xsimd_blocking::kc * xsimd_blocking::nc + xsimd_blocking::mc * xsimd_blocking::kc + xsimd_blocking::mr * xsimd_blocking::nr;
 
 inline void pack_b(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc, float* out) {
-  constexpr std::size_t nr = gemm_blocking::nr;
+  constexpr std::size_t nr = xsimd_blocking::nr;
   for (std::size_t j = 0; j < nc; j += nr) {
     const std::size_t w = std::min(nr, nc - j);
     for (std::size_t k = 0; k < kc; ++k) {
@@ -75,7 +55,7 @@ inline void pack_b(const matrix_view& b, std::size_t k0, std::size_t kc, std::si
 }
 
 inline void pack_a(const matrix_view& a, std::size_t m0, std::size_t mc, std::size_t k0, std::size_t kc, float* out) {
-  constexpr std::size_t mr = gemm_blocking::mr;
+  constexpr std::size_t mr = xsimd_blocking::mr;
   for (std::size_t i = 0; i < mc; i += mr) {
     const std::size_t h = std::min(mr, mc - i);
     float* panel = out + i * kc;
@@ -96,8 +76,8 @@ inline void pack_a(const matrix_view& a, std::size_t m0, std::size_t mc, std::si
 // acc(MR x NR) = sum over kc of a_panel(:, k) * b_panel(k, :); then C += acc (or C = acc when first).
 inline void micro_kernel(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, std::size_t rows,
                          std::size_t cols, bool first, float* edge) {
-  using batch = gemm_blocking::batch;
-  constexpr std::size_t mr = gemm_blocking::mr, w = batch::size;
+  using batch = xsimd_blocking::batch;
+  constexpr std::size_t mr = xsimd_blocking::mr, w = batch::size;
   // The accumulators must live in registers: the loops over r are unrolled explicitly (-O2 would not).
   batch acc0[mr], acc1[mr];
 TESSEL_UNROLL_ALL
@@ -136,14 +116,11 @@ TESSEL_UNROLL_ALL
     for (std::size_t j = 0; j < cols; ++j) c[r * ldc + j] = first ? edge[r * 2 * w + j] : c[r * ldc + j] + edge[r * 2 * w + j];
 }
 
-}  // namespace detail
-
 // C[m0:m1, 0:n] (row-major, leading dimension ldc, rows counted from m0) = A[m0:m1, :] * B.
-// `scratch` holds gemm_scratch::floats floats, 64-byte aligned.
-inline void gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
-                      std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  constexpr std::size_t mr = gemm_blocking::mr, nr = gemm_blocking::nr, kc_max = gemm_blocking::kc,
-                        mc_max = gemm_blocking::mc, nc_max = gemm_blocking::nc;
+inline void xsimd_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                            std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  constexpr std::size_t mr = xsimd_blocking::mr, nr = xsimd_blocking::nr, kc_max = xsimd_blocking::kc,
+                        mc_max = xsimd_blocking::mc, nc_max = xsimd_blocking::nc;
   float* packed_b = scratch;
   float* packed_a = scratch + kc_max * nc_max;
   float* edge = packed_a + mc_max * kc_max;
@@ -155,17 +132,17 @@ inline void gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0
     const std::size_t nc = std::min(nc_max, n - j0);
     for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
       const std::size_t kc = std::min(kc_max, k - p0);
-      detail::pack_b(b, p0, kc, j0, nc, packed_b);
+      pack_b(b, p0, kc, j0, nc, packed_b);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
         const std::size_t mc = std::min(mc_max, m1 - i0);
-        detail::pack_a(a, i0, mc, p0, kc, packed_a);
+        pack_a(a, i0, mc, p0, kc, packed_a);
         for (std::size_t j = 0; j < nc; j += nr)
           for (std::size_t i = 0; i < mc; i += mr)
-            detail::micro_kernel(kc, packed_a + i * kc, packed_b + j * kc, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
+            micro_kernel(kc, packed_a + i * kc, packed_b + j * kc, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
                                  std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
       }
     }
   }
 }
 
-}  // namespace tessel::backend
+}  // namespace tessel::kernels::detail

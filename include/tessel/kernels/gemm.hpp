@@ -1,0 +1,89 @@
+#pragma once
+// Single-precision GEMM over row ranges, compiled once in the tessel library (kernels/implementation.hpp
+// defines these functions; this header only declares them, so including it costs no Highway code).
+//
+// Three kernels share one contract:
+//   hwy_gemm_rows   BLIS-style blocking with its micro-kernel compiled by Highway for every x86 target
+//                   (SSSE3 ... AVX-512 DL, and scalar), the best one for the running CPU chosen at run
+//                   time, so a program built for plain x86-64 still multiplies with AVX-512. bf16 x bf16 may
+//                   use vdpbf16ps where the CPU has AVX512_BF16 (hwy_gemm_allow_dpbf16; off by default).
+//   gemm_rows       the same blocking written with xsimd, for the instruction set the library was built for
+//   gemm_reference  each element a dot product accumulated in double, rounded once: the scalar path the
+//                   others are tested against
+//
+// Contract: C[0 : m1 - m0, 0 : n] (row-major, leading dimension ldc >= n) = A[m0 : m1, 0 : k] * B[0 : k, 0 : n],
+// where A and B are matrix_views (any row/column strides, so A^T and B^T need no copy; elements f32, or bf16
+// when the view says so, mixed allowed). k == 0 gives C = 0. `scratch` holds gemm_scratch_floats() floats
+// aligned to 64 bytes, one per concurrent call (gemm_reference ignores it). Error: with u = 2^-24,
+// |C - AB| <= 2 k u sum_p |A[i,p] B[p,j]| for the f32 kernels (f32 FMA accumulation of exact products of the
+// f32 or widened-bf16 inputs); the vdpbf16ps path has the same bound, except that it treats bf16 inputs below
+// 2^-126 in magnitude as zero and flushes f32 results below 2^-126 to zero (DAZ/FTZ, as the instruction does).
+//
+//   std::vector<float> scratch(gemm_scratch_floats());   // 64-byte aligned in real use
+//   float c[2 * 3];
+//   hwy_gemm_rows(a, b, 0, 2, 3, k, c, 3, scratch.data());  // C = A[0:2, :] * B, B has 3 columns
+
+#include <cstddef>
+
+#include "tessel/core/bfloat16.hpp"
+
+namespace tessel::kernels {
+
+// A strided matrix operand: element (r, c) is at data[r * row_stride + c * col_stride].
+struct matrix_view {
+  const void* data = nullptr;
+  std::size_t row_stride = 0, col_stride = 0;
+  bool bf16 = false;
+
+  float at(std::size_t r, std::size_t c) const {
+    const std::size_t i = r * row_stride + c * col_stride;
+    return bf16 ? static_cast<float>(static_cast<const bfloat16*>(data)[i]) : static_cast<const float*>(data)[i];
+  }
+};
+
+// Every kernel has this signature.
+using gemm_rows_fn = void (*)(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
+                              std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch);
+
+void gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+               std::size_t k, float* c, std::size_t ldc, float* scratch);
+void hwy_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                   std::size_t k, float* c, std::size_t ldc, float* scratch);
+void gemm_reference(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                    std::size_t k, float* c, std::size_t ldc, float* scratch = nullptr);
+
+// Floats of scratch one call of any kernel needs (its packed panels).
+std::size_t gemm_scratch_floats();
+
+// The Highway target hwy_gemm_rows runs on this CPU, e.g. "AVX3_DL".
+const char* hwy_gemm_target();
+
+// Whether hwy_gemm_rows multiplies bf16 x bf16 with vdpbf16ps (AVX-512 target, AVX512_BF16 CPU, allowed).
+bool hwy_gemm_uses_dpbf16();
+
+// Allows or forbids the vdpbf16ps path for bf16 x bf16 (forbidden, the default: bf16 is widened to f32
+// while packing). Worth allowing on CPUs whose vdpbf16ps runs at the f32 FMA's flop rate or faster
+// (bench/bf16_gemm.cpp measures both). Returns the previous setting. Process-wide.
+bool hwy_gemm_allow_dpbf16(bool allow);
+
+enum class gemm_kernel {
+  scalar,  // gemm_reference
+  xsimd,   // gemm_rows: the instruction set the library was compiled for
+  hwy,     // hwy_gemm_rows: the best instruction set of the running CPU
+};
+
+// The kernel the executor uses unless told otherwise: Highway's, which needs no -march flag to reach
+// AVX-512 and is at least as fast as xsimd's with one (bench/sgemm.cpp).
+inline constexpr gemm_kernel default_gemm_kernel = gemm_kernel::hwy;
+
+gemm_rows_fn select_gemm(gemm_kernel which = default_gemm_kernel);
+
+// How a kernel blocks the product on this CPU: an MR x NR register tile, B in KC x NC panels, A in MC x KC
+// panels. Callers that split M between threads give each whole MR tiles (rows of C in one MC block share
+// a packed panel of A). Decided by the running CPU's Highway target, so it is a run-time value.
+struct gemm_blocking {
+  std::size_t mr = 1, nr = 1, kc = 1, mc = 1, nc = 1;
+};
+gemm_blocking blocking_of(gemm_kernel which = default_gemm_kernel);
+
+}  // namespace tessel::kernels

@@ -1,0 +1,227 @@
+// Defines every function that tessel/kernels/ declares: the GEMM kernels, Highway's per-target GEMM and
+// math code with their run-time dispatch, and the thread pool. Exactly one translation unit of a program
+// includes this file:
+//   - the tessel library (src/tessel.cpp), which CMake's tessel::tessel links, or
+//   - for a program that only adds tessel's include folder, one translation unit of its own:
+//         #define TESSEL_IMPLEMENTATION
+//         (then include tessel/tessel.hpp)
+//     and link Highway and threads (-lhwy -pthread).
+// It is the only place Highway's foreach_target.h is included, so the six per-target copies of the
+// kernels are compiled once per program, not once per translation unit.
+#ifndef TESSEL_KERNELS_IMPLEMENTATION_HPP
+#define TESSEL_KERNELS_IMPLEMENTATION_HPP
+
+#if defined(HIGHWAY_HWY_FOREACH_TARGET_H_)
+#error "tessel/kernels/implementation.hpp: hwy/foreach_target.h was already included in this translation unit. Highway 1.0.3 compiles one set of per-target code per translation unit: include tessel's implementation from a translation unit of its own."
+#endif
+
+// Highway 1.0.3 with -march=native on an AVX-512 DL CPU stops with "best baseline should be included
+// in dynamic targets" unless AVX3_DL is wanted; it also lets plain x86-64 builds dispatch to AVX3_DL.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+#include "tessel/kernels/gemm.hpp"
+#include "tessel/kernels/gemm_xsimd-inl.hpp"
+#include "tessel/kernels/hwy_math.hpp"
+#include "tessel/kernels/thread_pool.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tessel/kernels/hwy_gemm-inl.hpp"
+#include <hwy/foreach_target.h>  // NOLINT: includes HWY_TARGET_INCLUDE once per target
+#include <hwy/highway.h>
+
+#include "tessel/kernels/hwy_gemm-inl.hpp"  // the static target's pass
+#undef HWY_TARGET_INCLUDE
+
+namespace tessel::kernels {
+
+// HWY_DYNAMIC_DISPATCH names a table that HWY_EXPORT made in the same namespace.
+namespace hwy_detail {
+HWY_EXPORT(gemm_rows_target);
+HWY_EXPORT(target_name);
+HWY_EXPORT(uses_dpbf16);
+HWY_EXPORT(blocking_target);
+inline void dispatch_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
+                               std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(gemm_rows_target)(a, b, m0, m1, n, k, c, ldc, scratch);
+}
+inline const char* dispatch_target_name() { return HWY_DYNAMIC_DISPATCH(target_name)(); }
+inline bool dispatch_uses_dpbf16() { return HWY_DYNAMIC_DISPATCH(uses_dpbf16)(); }
+inline gemm_blocking dispatch_blocking() { return HWY_DYNAMIC_DISPATCH(blocking_target)(); }
+}  // namespace hwy_detail
+
+namespace hwy_math_detail {
+HWY_EXPORT(map_target);
+HWY_EXPORT(target_name);
+HWY_EXPORT(float_lanes);
+inline void dispatch_map(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
+  HWY_DYNAMIC_DISPATCH(map_target)(f, x, y, n, scalar);
+}
+inline const char* dispatch_target_name() { return HWY_DYNAMIC_DISPATCH(target_name)(); }
+inline std::size_t dispatch_lanes() { return HWY_DYNAMIC_DISPATCH(float_lanes)(); }
+}  // namespace hwy_math_detail
+
+// ---- GEMM ----
+
+void gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+               std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  detail::xsimd_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch);
+}
+
+void hwy_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                   std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  hwy_detail::dispatch_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch);
+}
+
+void gemm_reference(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                    std::size_t k, float* c, std::size_t ldc, float* /*scratch*/) {
+  for (std::size_t i = m0; i < m1; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (std::size_t p = 0; p < k; ++p) s += static_cast<double>(a.at(i, p)) * static_cast<double>(b.at(p, j));
+      c[(i - m0) * ldc + j] = static_cast<float>(s);
+    }
+}
+
+std::size_t gemm_scratch_floats() { return detail::scratch_floats; }
+
+const char* hwy_gemm_target() { return hwy_detail::dispatch_target_name(); }
+
+bool hwy_gemm_uses_dpbf16() { return hwy_detail::dispatch_uses_dpbf16(); }
+
+bool hwy_gemm_allow_dpbf16(bool allow) { return hwy_detail::dpbf16_allowed().exchange(allow); }
+
+gemm_rows_fn select_gemm(gemm_kernel which) {
+  switch (which) {
+    case gemm_kernel::scalar: return &gemm_reference;
+    case gemm_kernel::xsimd: return &gemm_rows;
+    case gemm_kernel::hwy: break;
+  }
+  return &hwy_gemm_rows;
+}
+
+gemm_blocking blocking_of(gemm_kernel which) {
+  using x = detail::xsimd_blocking;
+  switch (which) {
+    case gemm_kernel::scalar: return {.mr = 1, .nr = 1, .kc = x::kc, .mc = x::mc, .nc = x::nc};
+    case gemm_kernel::xsimd: return {.mr = x::mr, .nr = x::nr, .kc = x::kc, .mc = x::mc, .nc = x::nc};
+    case gemm_kernel::hwy: break;
+  }
+  static const gemm_blocking hwy = hwy_detail::dispatch_blocking();
+  return hwy;
+}
+
+// ---- Highway math ----
+
+void hwy_math(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
+  hwy_math_detail::dispatch_map(f, x, y, n, scalar);
+}
+
+const char* hwy_math_target() { return hwy_math_detail::dispatch_target_name(); }
+
+std::size_t hwy_math_lanes() { return hwy_math_detail::dispatch_lanes(); }
+
+// ---- Thread pool ----
+
+std::size_t default_thread_count() {
+  if (const char* v = std::getenv("TESSEL_NUM_THREADS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end == '\0' && n > 0 && n <= 4096) return static_cast<std::size_t>(n);
+  }
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+thread_pool::thread_pool(std::size_t threads) {
+  for (std::size_t i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+thread_pool::~thread_pool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void thread_pool::parallel_for(std::size_t count, std::size_t grain,
+                               const std::function<void(std::size_t, std::size_t, std::size_t)>& body) {
+  if (count == 0) return;
+  grain = std::max<std::size_t>(grain, 1);
+  if (workers_.empty() || count <= grain) {
+    body(0, count, 0);
+    return;
+  }
+  std::unique_lock call_lock(call_mutex_);  // one parallel_for at a time
+  {
+    std::lock_guard lock(mutex_);
+    body_ = &body;
+    count_ = count;
+    grain_ = grain;
+    next_.store(0);
+    participants_.store(0, std::memory_order_relaxed);
+    busy_ = workers_.size();
+    ++generation_;
+  }
+  wake_.notify_all();
+  drain(0);
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [this] { return busy_ == 0; });
+  body_ = nullptr;
+}
+
+thread_pool& thread_pool::host() {
+  static thread_pool pool;
+  return pool;
+}
+
+void thread_pool::drain(std::size_t thread_index) {
+  bool ran = false;
+  for (;;) {
+    const std::size_t begin = next_.fetch_add(grain_);
+    if (begin >= count_) break;
+    (*body_)(begin, std::min(count_, begin + grain_), thread_index);
+    ran = true;
+  }
+  if (ran) participants_.fetch_or(std::uint64_t{1} << std::min<std::size_t>(thread_index, 63), std::memory_order_relaxed);
+}
+
+void thread_pool::work(std::size_t thread_index) {
+  std::size_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    drain(thread_index);
+    {
+      std::lock_guard lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+}
+
+}  // namespace tessel::kernels
+
+#endif  // TESSEL_KERNELS_IMPLEMENTATION_HPP

@@ -1,0 +1,36 @@
+#pragma once
+// The host executor: runs a plan's kernels, in order, on the host pool's threads. It sees the plan through
+// plan::plan_view, so it is compiled once, in the tessel library (run/implementation.hpp defines it), not
+// once per program.
+//
+//   run::execute(plan::view_of(plan), parameters, outputs);   // what jit does for each call
+//
+// parameters[i] points at parameter i's data (row-major, its node's dtype), outputs[o] at output o's.
+
+#include <atomic>
+#include <chrono>
+#include <string_view>
+
+#include "tessel/plan/plan.hpp"
+
+namespace tessel::run {
+
+void execute(const plan::plan_view& plan, const void* const* parameters, void* const* outputs);
+
+// What the executor tells an observer (the profiler) about each kernel it ran.
+struct kernel_report {
+  std::string_view kind;  // plan::name_of(kernel.kind)
+  int index = 0;          // the kernel's position in the plan
+  std::chrono::steady_clock::time_point start, end;
+  double bytes = 0;       // the bytes the kernel stores
+};
+using kernel_observer = void (*)(const kernel_report&) noexcept;
+
+// The observer called after every kernel, or null (the default: one load and a branch per kernel).
+// Process-wide; profile::enable() installs the profiler's.
+inline std::atomic<kernel_observer>& kernel_observer_slot() {
+  static std::atomic<kernel_observer> slot{nullptr};
+  return slot;
+}
+
+}  // namespace tessel::run
