@@ -1,6 +1,7 @@
 // Fusion, proved by counting kernels and buffers in the compile-time plan, and checked by value.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -79,6 +80,40 @@ TEST(Fusion, LiteralsNeverMerge) {
   // Two arguments of the same type are two values, never merged.
   const auto h = [](auto a, auto b) { return a - b; };
   EXPECT_EQ(jit(h)(x, tensor<float, shape<4>>{1, 1, 1, 1}), (tensor<float, shape<4>>{0, 1, 2, 3}));
+}
+
+// A literal is its bytes, as XLA compares constants: 0.0f == -0.0f and NaN != NaN as values, yet -0.0f
+// is its own constant and a NaN merges only with the same NaN.
+constexpr float nan_a = std::bit_cast<float>(0x7fc00001u), nan_b = std::bit_cast<float>(0x7fc00002u);
+
+template <class P>
+constexpr int count_of(const P& p, const tessel::ir::primitive& prim) {
+  int n = 0;
+  for (const auto& node : p.program.nodes) n += node.prim == &prim;
+  return n;
+}
+
+TEST(Fusion, LiteralsAreComparedByTheirBytes) {
+  const auto zeros = [](auto x) { return std::make_tuple(x * 0.0f, x * -0.0f, x * 0.0f); };
+  const tensor<float, shape<3>> x{1, 2, 3};
+  const auto [plus, minus, plus_again] = jit(zeros)(x);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(std::signbit(plus[i])) << i;
+    EXPECT_TRUE(std::signbit(minus[i])) << "x * -0.0f must be -0 where x > 0; element " << i;
+    EXPECT_FALSE(std::signbit(plus_again[i])) << i;
+  }
+  constexpr auto& zeros_plan = plan_of(zeros, x);
+  EXPECT_EQ(count_of(zeros_plan, tessel::prim::literal_p), 2) << "0.0f written twice is one constant";
+  EXPECT_EQ(count_of(zeros_plan, tessel::prim::mul_p), 2);
+
+  const auto nans = [](auto v) { return std::make_tuple(v + nan_a, v + nan_b, v + nan_a); };
+  const auto [a, b, a_again] = jit(nans)(x);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(a[i]), 0x7fc00001u) << i;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(b[i]), 0x7fc00002u) << "a NaN's payload is its own; element " << i;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(a_again[i]), 0x7fc00001u) << i;
+  }
+  EXPECT_EQ(count_of(plan_of(nans, x), tessel::prim::literal_p), 2) << "the same NaN written twice is one constant";
 }
 
 TEST(Fusion, MultiUseValuesAreMaterialisedOnce) {

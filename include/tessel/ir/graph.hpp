@@ -67,7 +67,11 @@ struct attributes {
   std::array<std::int64_t, max_ints> ints{};
   std::uint8_t count = 0;
   double scalar = 0;
-  constexpr bool operator==(const attributes&) const = default;
+  // A literal is its bytes, as XLA compares constants: 0.0 == -0.0 and NaN != NaN would merge two
+  // different constants and keep two equal ones apart.
+  constexpr bool operator==(const attributes& o) const {
+    return ints == o.ints && count == o.count && std::bit_cast<std::uint64_t>(scalar) == std::bit_cast<std::uint64_t>(o.scalar);
+  }
 
   constexpr void push(std::int64_t v) { ints[count++] = v; }
 };
