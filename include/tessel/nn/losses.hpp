@@ -18,13 +18,15 @@ constexpr auto softmax_cross_entropy(L logits, Y labels) {
 }
 
 // logsumexp(logits) - logits[label], per example, as optax.softmax_cross_entropy_with_integer_labels.
+// The label's logit is selected, as optax gathers it, not multiplied out by a one-hot row: a masked
+// logit (-inf) times 0 would be NaN.
 template <Traced L, Traced Y>
 constexpr auto softmax_cross_entropy_with_integer_labels(L logits, Y labels) {
   static_assert(std::is_same_v<typename Y::value_type, std::int32_t>,
                 "tessel::nn::softmax_cross_entropy_with_integer_labels: labels must be s32");
   constexpr std::size_t classes = L::shape_type::dims[L::rank - 1];
   using T = typename L::value_type;
-  auto picked = sum<-1>(logits * one_hot<classes, T>(labels));
+  auto picked = sum<-1>(select(one_hot<classes, bool>(labels), logits, T(0)));
   return logsumexp<-1>(logits) - picked;
 }
 
