@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <utility>
 #include <vector>
 
 #include "tessel/random/distributions.hpp"
@@ -57,6 +60,49 @@ TEST(Uniform, MatchesJaxDocsWithBounds) {
   EXPECT_TRUE(tessel::testing::all_close(a, a_doc, two_decimals));
   EXPECT_TRUE(tessel::testing::all_close(b, b_doc, two_decimals));
   EXPECT_TRUE(tessel::testing::all_close(c, c_doc, two_decimals));
+}
+
+// JAX computes floats * (maxval - minval) + minval, and XLA:CPU contracts every multiply-add into one
+// FMA (its LLVM target options allow FP fusion): with bounds, element i is max(minval, fma(unit, maxval -
+// minval, minval)) in every build, whatever the consumer's -march and -ffp-contract (the tests run in a
+// second build without -march=native and with -ffp-contract=off), and in constant evaluation too.
+float fused_uniform(std::uint32_t word, float minval, float maxval) {
+  const float unit = static_cast<float>(word >> 9) * 0x1p-23f;
+  return std::max(minval, std::fma(unit, maxval - minval, minval));
+}
+float unfused_uniform(std::uint32_t word, float minval, float maxval) {
+  // volatile: the product is rounded to float, never contracted into the addition
+  const volatile float product = static_cast<float>(word >> 9) * 0x1p-23f * (maxval - minval);
+  return std::max(minval, product + minval);
+}
+
+TEST(Uniform, BoundsAreOneFusedMultiplyAdd) {
+  const tr::key k = tr::key_from_seed(42);
+  const auto words = tr::bits<shape<1000>>(k);
+  const auto u = tr::uniform<shape<1000>>(k, -10.0f, 10.0f);
+  int rounded_apart = 0;
+  for (std::size_t i = 0; i < 1000; ++i) {
+    ASSERT_EQ(u[i], fused_uniform(words[i], -10.0f, 10.0f)) << "element " << i;
+    rounded_apart += fused_uniform(words[i], -10.0f, 10.0f) != unfused_uniform(words[i], -10.0f, 10.0f);
+  }
+  EXPECT_GT(rounded_apart, 100);  // the check measures something: these bounds tell FMA from mul + add
+}
+
+constexpr std::uint32_t scattered_word(std::size_t i) { return static_cast<std::uint32_t>(i * 0x9e3779b9u); }
+
+TEST(Uniform, BoundsAreOneFusedMultiplyAddInConstantEvaluation) {
+  constexpr std::size_t n = 256;
+  constexpr auto at_compile_time = [] {
+    std::array<float, n> u{};
+    for (std::size_t i = 0; i < n; ++i) u[i] = tr::uniform_from_bits<float>(scattered_word(i), -10.0f, 10.0f);
+    return u;
+  }();
+  int rounded_apart = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(at_compile_time[i], fused_uniform(scattered_word(i), -10.0f, 10.0f)) << "word " << scattered_word(i);
+    rounded_apart += fused_uniform(scattered_word(i), -10.0f, 10.0f) != unfused_uniform(scattered_word(i), -10.0f, 10.0f);
+  }
+  EXPECT_GT(rounded_apart, 0);
 }
 
 TEST(Uniform, IsTheTop23BitsOfBits) {

@@ -37,17 +37,34 @@ namespace tessel::random {
 template <class T>
 concept UniformDType = std::same_as<T, float> || std::same_as<T, bfloat16>;
 
+namespace detail {
+// a * b + c rounded once, as std::fma, also in constant evaluation (where std::fma is not constexpr
+// before C++23, and clang 16 cannot fold it): the product of two floats is exact in double, and the sum
+// rounded to odd there rounds to float as the exact a * b + c does.
+constexpr float fused_multiply_add(float a, float b, float c) noexcept {
+  if (!std::is_constant_evaluated()) return std::fma(a, b, c);
+  const double product = static_cast<double>(a) * static_cast<double>(b);
+  const double sum = product + static_cast<double>(c);
+  const double c_part = sum - product;  // TwoSum: sum + error is product + c exactly
+  const double error = (product - (sum - c_part)) + (static_cast<double>(c) - c_part);
+  if (!(error < 0 || error > 0)) return static_cast<float>(sum);  // exact, or not finite
+  auto bits = std::bit_cast<std::uint64_t>(sum);
+  if ((error < 0) != (sum < 0)) --bits;  // the exact value lies nearer zero: truncate
+  return static_cast<float>(std::bit_cast<double>(bits | 1));
+}
+}  // namespace detail
+
 // One uniform sample in [minval, maxval) from one word of bits, as JAX's _uniform: the top mantissa
 // bits of `bits` (23 for f32; for bf16, bits 1..7 of the low byte, since JAX draws 8 bits) fill the
-// mantissa of a float in [1, 2); subtract 1, scale by (maxval - minval) (rounded in T), add minval
-// (each step rounded in T), and clamp below at minval: max(minval, x). Bit-exact with JAX for [0, 1)
-// and for normal()'s bounds; for other bounds XLA may fuse the scale and add into one FMA, which can
-// move the last bit.
+// mantissa of a float in [1, 2); subtract 1, scale by (maxval - minval) and add minval, and clamp below
+// at minval: max(minval, x). In f32 the scale and add are one fused multiply-add, as XLA:CPU contracts
+// them (its LLVM backend fuses every multiply-add), so the draws are bit-exact with JAX whatever the
+// compiler's flags; in bf16 each step is rounded in T.
 template <UniformDType T>
 constexpr T uniform_from_bits(uint32 bits, T minval, T maxval) noexcept {
   if constexpr (std::same_as<T, float>) {
     const float unit = std::bit_cast<float>((bits >> 9) | 0x3f800000u) - 1.0f;
-    const float x = unit * (maxval - minval) + minval;
+    const float x = detail::fused_multiply_add(unit, maxval - minval, minval);
     return (x < minval || minval != minval) ? minval : x;  // lax.max: a NaN operand wins
   } else {
     const auto mantissa = static_cast<std::uint16_t>(((bits & 0xffu) >> 1) | 0x3f80u);
