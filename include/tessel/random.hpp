@@ -3,5 +3,5 @@
 // jax.random in its default partitionable mode. See random/key.hpp and random/distributions.hpp.
 #include "tessel/random/distributions.hpp"
 #include "tessel/random/key.hpp"
-#include "tessel/random/threefry.hpp"
+#include "tessel/kernels/threefry.hpp"
 #include "tessel/random/traced.hpp"

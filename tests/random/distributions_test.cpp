@@ -11,7 +11,7 @@
 
 #include "tessel/random/distributions.hpp"
 #include "tessel/random/key.hpp"
-#include "tessel/random/threefry.hpp"
+#include "tessel/kernels/threefry.hpp"
 #include "tessel_test.hpp"
 
 namespace {

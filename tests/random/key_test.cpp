@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "tessel/random/key.hpp"
-#include "tessel/random/threefry.hpp"
+#include "tessel/kernels/threefry.hpp"
 
 namespace {
 namespace tr = tessel::random;

@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
-#include "tessel/random/threefry.hpp"
+#include "tessel/kernels/threefry.hpp"
 
 namespace {
-using tessel::random::threefry2x32;
-using tessel::random::word_pair;
+using tessel::kernels::threefry2x32;
+using tessel::kernels::word_pair;
 
 // Random123 known-answer vectors for threefry2x32_20 (kat_vectors; also JAX's
 // tests/random_test.py::testThreefry2x32 and tests/random_impl_test.py).

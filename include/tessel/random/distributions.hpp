@@ -63,7 +63,7 @@ constexpr float fused_multiply_add(float a, float b, float c) noexcept {
 template <UniformDType T>
 constexpr T uniform_from_bits(uint32 bits, T minval, T maxval) noexcept {
   if constexpr (std::same_as<T, float>) {
-    const float unit = std::bit_cast<float>((bits >> 9) | 0x3f800000u) - 1.0f;
+    const float unit = kernels::unit_float_from_bits(bits);
     const float x = detail::fused_multiply_add(unit, maxval - minval, minval);
     return (x < minval || minval != minval) ? minval : x;  // lax.max: a NaN operand wins
   } else {

@@ -3,7 +3,7 @@
 // default mode (jax_threefry_partitionable=True, the default since JAX 0.5; jax_enable_x64=False).
 //
 // A key is the two uint32 words JAX calls its key data (jax.random.key_data). Every derivation hashes
-// the key with threefry2x32 (random/threefry.hpp) at a 64-bit counter written as (hi, lo) words:
+// the key with threefry2x32 (kernels/threefry.hpp) at a 64-bit counter written as (hi, lo) words:
 //   split<N>(k)[i]  = threefry2x32(k, {0, i})              (JAX: iota_2x32_shape((N,)))
 //   fold_in(k, d)   = threefry2x32(k, {0, d})              (JAX: threefry_2x32(k, threefry_seed(d)))
 //   bits<S>(k)[i]   = y0 ^ y1 of threefry2x32(k, {hi(i), lo(i)}), i the row-major index
@@ -26,9 +26,13 @@
 #include "tessel/core/fixed_string.hpp"
 #include "tessel/core/shape.hpp"
 #include "tessel/core/tensor.hpp"
-#include "tessel/random/threefry.hpp"
+#include "tessel/kernels/threefry.hpp"
 
 namespace tessel::random {
+
+using kernels::counter_at;
+using kernels::threefry2x32;
+using kernels::word_pair;
 
 // A threefry2x32 key: JAX's raw key data [k0, k1]. A value: copy it freely, but draw from each key once.
 struct key {
@@ -69,10 +73,6 @@ constexpr key key_from_seed(I seed, seed_mode mode = seed_mode::x32) {
   }
 }
 
-// The 64-bit counter of flat index i as JAX's iota_2x32_shape writes it: {hi32(i), lo32(i)}.
-constexpr word_pair counter_at(std::uint64_t index) noexcept {
-  return {static_cast<uint32>(index >> 32), static_cast<uint32>(index)};
-}
 
 // Key i of split(k, n), for any n > i: a function of k and i only.
 constexpr key split_at(key k, std::uint64_t index) noexcept { return key(threefry2x32(k.words, counter_at(index))); }
@@ -81,10 +81,7 @@ constexpr key split_at(key k, std::uint64_t index) noexcept { return key(threefr
 constexpr key fold_in(key k, uint32 data) noexcept { return key(threefry2x32(k.words, {0u, data})); }
 
 // Element `index` (row-major) of jax.random.bits(k, shape, uint32), for any shape with more elements.
-constexpr uint32 bits32_at(key k, std::uint64_t index) noexcept {
-  const word_pair y = threefry2x32(k.words, counter_at(index));
-  return y[0] ^ y[1];
-}
+constexpr uint32 bits32_at(key k, std::uint64_t index) noexcept { return kernels::bits32_at(k.words, index); }
 
 namespace detail {
 template <std::size_t N>
