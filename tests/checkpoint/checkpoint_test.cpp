@@ -1,10 +1,12 @@
 // checkpoint.hpp: names from the trees, round trips of every dtype, validation that lists every
 // mismatch without touching the trees, the manager's keep-N, asynchronous saves and the fallback to
-// the newest intact file.
+// the newest intact file; runs (keep-N of one run, damaged files pruned, list_checkpoints), the
+// directory lock and the non-finite check of a snapshot.
 #include <gtest/gtest.h>
 
 #include <tessel/io/checkpoint.hpp>
 
+#include <limits>
 #include <tuple>
 
 #include "test_files.hpp"
@@ -179,6 +181,93 @@ TEST(CheckpointManager, AsynchronousErrorsComeBack) {
   mgr.save(std::move(s));
   EXPECT_THROW(mgr.wait(), std::system_error);
   mgr.wait();  // reported once
+}
+
+// With a run set, keep-N counts only that run's files, every damaged file goes (a higher step too), and
+// another run's intact files stay; list_checkpoints reports each file with its run or its problem.
+TEST(CheckpointManager, KeepsTheRunsFilesAndPrunesDamagedOnes) {
+  temp_dir dir;
+  for (const bool asynchronous : {true, false}) {
+    std::filesystem::remove_all(dir / "run");
+    {
+      io::checkpoint_manager other(dir / "run", {.keep = 5, .asynchronous = asynchronous, .run = "B"});
+      for (const std::uint64_t step : {1u, 2u}) {
+        io::snapshot s(step);
+        s.add("params", sample_model(0));
+        other.save(std::move(s));
+      }
+    }
+    write_bytes(dir / "run" / "ckpt-000000000050.safetensors", bytes_of("a damaged file"));
+    write_bytes(dir / "run" / "ckpt-000000000003.safetensors", {});
+    const auto before = io::list_checkpoints(dir / "run");
+    ASSERT_EQ(before.size(), 4u);
+    EXPECT_TRUE(before[0].intact() && before[0].run() == "B" && before[0].step == 1);
+    EXPECT_FALSE(before[2].intact());
+    EXPECT_EQ(before[2].step, 3u);
+    EXPECT_NE(before[2].problem.find("ckpt-000000000003"), std::string::npos) << before[2].problem;
+    EXPECT_FALSE(before[3].intact());
+    EXPECT_TRUE(before[3].run().empty());
+
+    io::checkpoint_manager mgr(dir / "run", {.keep = 2, .asynchronous = asynchronous, .run = "A"});
+    for (const std::uint64_t step : {10u, 20u, 30u}) {
+      io::snapshot s(step);
+      s.add("params", sample_model(static_cast<float>(step)));
+      mgr.save(std::move(s));
+    }
+    mgr.wait();
+    EXPECT_EQ(mgr.steps(), (std::vector<std::uint64_t>{1, 2, 20, 30}));
+    const auto after = mgr.list();
+    ASSERT_EQ(after.size(), 4u);
+    for (const auto& f : after) EXPECT_TRUE(f.intact()) << f.problem;
+    EXPECT_EQ(after[1].run(), "B");
+    EXPECT_EQ(after[2].run(), "A");
+    EXPECT_EQ(after[3].metadata.at("tessel.run"), "A");
+    const auto last = mgr.restore_latest();
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->step, 30u);
+    EXPECT_EQ(last->get("tessel.run"), "A");
+  }
+}
+
+TEST(DirectoryLock, ASecondWriterFailsNamingTheHolder) {
+  temp_dir dir;
+  {
+    io::directory_lock first(dir / "run");
+    EXPECT_TRUE(std::filesystem::exists(dir / "run" / "lock"));
+    try {
+      io::directory_lock second(dir / "run");
+      ADD_FAILURE() << "a second lock of the directory was granted";
+    } catch (const io::directory_busy& e) {
+      EXPECT_EQ(e.holder(), static_cast<long>(::getpid()));
+      const std::string what = e.what();
+      EXPECT_NE(what.find("in use by another writer (process " + std::to_string(::getpid())), std::string::npos) << what;
+    }
+  }
+  io::directory_lock again(dir / "run");  // released with its holder
+}
+
+TEST(DirectoryLock, AStaleLockFileDoesNotBlock) {
+  temp_dir dir;
+  write_bytes(dir / "lock", bytes_of("999999\n"));  // left by a process that died
+  io::directory_lock lock(dir.path());
+  const auto bytes = read_bytes(dir / "lock");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), std::to_string(::getpid()) + "\n");
+}
+
+TEST(Snapshot, FindsNonFiniteValues) {
+  model<> m = sample_model(0);  // layer1.w holds a NaN and -inf, layer1.b a NaN
+  io::snapshot bad(1);
+  bad.add("params", m);
+  EXPECT_EQ(bad.first_non_finite(), std::optional<std::string>("params.layer1.w"));
+  for (std::size_t i = 0; i < 12; ++i) m.layer1.w[i] = 1.0f;
+  io::snapshot bf16(1);
+  bf16.add("params", m);
+  EXPECT_EQ(bf16.first_non_finite(), std::optional<std::string>("params.layer1.b"));
+  for (std::size_t i = 0; i < 4; ++i) m.layer1.b[i] = tessel::bfloat16(2.0f);
+  m.layer1.w[5] = std::numeric_limits<float>::max();
+  io::snapshot good(1);
+  good.add("params", m);
+  EXPECT_EQ(good.first_non_finite(), std::nullopt);
 }
 
 }  // namespace

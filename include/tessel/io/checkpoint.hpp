@@ -23,19 +23,38 @@
 // load() checks every tensor of the requested trees against the file (missing, wrong dtype, wrong shape,
 // and tensors of the file that no tree asked for) and throws one checkpoint_error listing every mismatch;
 // the trees are assigned only when everything matches, never partly.
+//
+// Runs: with checkpoint_options::run set, every checkpoint the manager writes records that identity as
+// "tessel.run", and keep-N counts only that run's files: older files of the run and every damaged file
+// (whatever its step) are deleted, other runs' intact files are left alone. list_checkpoints() reads and
+// checks every file of a directory (for a program that must refuse to mix runs), and directory_lock
+// makes a second writer of one directory fail at once, naming the process that holds it:
+//
+//   tessel::io::directory_lock lock("run/ckpt");                   // throws directory_busy if taken
+//   for (const tessel::io::checkpoint_file& f : tessel::io::list_checkpoints("run/ckpt"))
+//     if (!f.intact()) std::cerr << f.path << ": " << f.problem << "\n";
+//   tessel::io::checkpoint_manager ckpt("run/ckpt", {.keep = 3, .run = "3f9c0d2e"});
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -62,6 +81,8 @@ class checkpoint_error : public format_error {
 };
 
 inline constexpr std::string_view checkpoint_format = "tessel.checkpoint/1";
+// The metadata entry holding the identity of the run that wrote a checkpoint (checkpoint_options::run).
+inline constexpr std::string_view checkpoint_run_key = "tessel.run";
 
 namespace detail {
 
@@ -174,7 +195,37 @@ class snapshot {
     file_.metadata["tessel.rng_key"] = std::to_string(k.words[0]) + "," + std::to_string(k.words[1]);
     return *this;
   }
+  // The identity of the run this checkpoint belongs to ("tessel.run"; checkpoint_manager sets it from
+  // checkpoint_options::run).
+  snapshot& set_run(std::string run) {
+    file_.metadata[std::string(checkpoint_run_key)] = std::move(run);
+    return *this;
+  }
   std::uint64_t step() const noexcept { return step_; }
+
+  // The name of the first floating-point tensor (F32, F64, BF16, F16) holding a NaN or an infinity, or
+  // nullopt when every value is finite: a program can refuse to save a diverged state.
+  std::optional<std::string> first_non_finite() const {
+    for (const safetensors_entry& e : file_.tensors) {
+      const std::byte* p = e.bytes.data();
+      const std::size_t n = e.bytes.size();
+      auto any = [&]<class U>(U exponent_mask) {
+        for (std::size_t i = 0; i + sizeof(U) <= n; i += sizeof(U)) {
+          U bits;
+          std::memcpy(&bits, p + i, sizeof(U));
+          if ((bits & exponent_mask) == exponent_mask) return true;  // all exponent bits set: inf or NaN
+        }
+        return false;
+      };
+      const bool bad = e.dtype == "F32"    ? any(std::uint32_t{0x7f800000u})
+                       : e.dtype == "F64"  ? any(std::uint64_t{0x7ff0000000000000ull})
+                       : e.dtype == "BF16" ? any(std::uint16_t{0x7f80u})
+                       : e.dtype == "F16"  ? any(std::uint16_t{0x7c00u})
+                                           : false;
+      if (bad) return e.name;
+    }
+    return std::nullopt;
+  }
 
   // The safetensors file to write, with the format tag, step and checksum filled in.
   safetensors_file finish() && {
@@ -324,10 +375,142 @@ inline loaded_checkpoint read_checkpoint(const std::filesystem::path& path) {
 struct checkpoint_options {
   std::size_t keep = 3;       // checkpoints kept in the directory (the newest; at least 1)
   bool asynchronous = true;   // write on a background thread (save returns once the snapshot is queued)
+  // The identity of the run being written (any text; a random id and the settings that shape the state,
+  // say). When set: every checkpoint records it ("tessel.run"), `keep` counts only this run's files, and
+  // after each save the run's older files beyond `keep` and every damaged checkpoint file (truncated,
+  // corrupted, unreadable: whatever its step) are deleted; intact files of other runs are never touched.
+  // Empty: the newest `keep` files of any kind are kept and nothing newer than a save is deleted.
+  std::string run{};
+};
+
+// One checkpoint file of a directory, as list_checkpoints found it.
+struct checkpoint_file {
+  std::uint64_t step = 0;  // from the file name
+  std::filesystem::path path;
+  std::string problem;                          // why it cannot be used (read_checkpoint's message); empty: intact
+  std::map<std::string, std::string> metadata;  // an intact file's metadata (empty otherwise)
+
+  bool intact() const noexcept { return problem.empty(); }
+  // The run that wrote it ("tessel.run"), empty when the file is damaged or records none.
+  std::string run() const {
+    const auto it = metadata.find(std::string(checkpoint_run_key));
+    return it == metadata.end() ? std::string() : it->second;
+  }
+};
+
+namespace detail {
+
+inline std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::uint64_t step) {
+  std::string digits = std::to_string(step);
+  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
+  return dir / ("ckpt-" + digits + ".safetensors");
+}
+
+inline std::vector<std::uint64_t> checkpoint_steps(const std::filesystem::path& dir) {
+  std::vector<std::uint64_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() != 5 + 12 + 12 || !name.starts_with("ckpt-") || !name.ends_with(".safetensors")) continue;
+    if (const auto step = parse_u64(std::string_view(name).substr(5, 12))) out.push_back(*step);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Reads and checks step `step`'s file of `dir`; throws format_error (or checkpoint_error) if it is not an
+// intact checkpoint of that step.
+inline loaded_checkpoint read_checkpoint_of_step(const std::filesystem::path& dir, std::uint64_t step) {
+  const std::filesystem::path p = checkpoint_path(dir, step);
+  loaded_checkpoint c = read_checkpoint(p);
+  if (c.step != step)
+    throw checkpoint_error("tessel::io::read_checkpoint: " + quoted(p) + ": the file name says step " + std::to_string(step) +
+                           ", the file records step " + std::to_string(c.step));
+  return c;
+}
+
+}  // namespace detail
+
+// Every checkpoint file ("ckpt-<12 digits>.safetensors") of `dir`, oldest first, each read whole and
+// checked (read_checkpoint): intact ones with their metadata, the others with the reason. An empty list
+// when the directory is missing or holds none. Reads every byte of every file.
+inline std::vector<checkpoint_file> list_checkpoints(const std::filesystem::path& dir) {
+  std::vector<checkpoint_file> out;
+  for (const std::uint64_t step : detail::checkpoint_steps(dir)) {
+    checkpoint_file f;
+    f.step = step;
+    f.path = detail::checkpoint_path(dir, step);
+    try {
+      f.metadata = detail::read_checkpoint_of_step(dir, step).file.metadata;
+    } catch (const std::exception& e) {  // format_error, checkpoint_error, bad_alloc of a huge header
+      f.problem = e.what();
+      if (f.problem.empty()) f.problem = "unreadable";
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Another process (or another directory_lock of this one) holds the lock of a directory.
+class directory_busy : public std::runtime_error {
+ public:
+  directory_busy(const std::string& what, long holder) : std::runtime_error(what), holder_(holder) {}
+  // The holder's process id as its lock file records it; 0 when unknown.
+  long holder() const noexcept { return holder_; }
+
+ private:
+  long holder_;
+};
+
+// An exclusive lock on a directory, held from construction to destruction: flock(2) on "<dir>/lock",
+// which records the holder's process id. A second lock of the directory, in any process, throws
+// directory_busy naming that process, at once (it does not wait). The kernel drops the lock when its
+// holder exits or is killed, so a lock file left by a dead process never blocks: the file is left in
+// place and reused. (flock needs a local file system; on one without it, such as some NFS setups, the
+// constructor throws std::system_error.) Creates the directory if needed.
+class directory_lock {
+ public:
+  explicit directory_lock(const std::filesystem::path& dir) : path_(dir / "lock") {
+    std::filesystem::create_directories(dir);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ < 0)
+      throw std::system_error(errno, std::generic_category(), "tessel::io::directory_lock: cannot open " + quoted(path_));
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      long holder = 0;
+      if (error == EWOULDBLOCK) {
+        char text[32] = {};
+        const ::ssize_t n = ::pread(fd_, text, sizeof text - 1, 0);
+        if (n > 0) holder = std::strtol(text, nullptr, 10);
+      }
+      ::close(std::exchange(fd_, -1));
+      if (error != EWOULDBLOCK)
+        throw std::system_error(error, std::generic_category(), "tessel::io::directory_lock: cannot lock " + quoted(path_));
+      throw directory_busy("tessel::io::directory_lock: " + quoted(dir) + " is in use by another writer (" +
+                               (holder > 0 ? "process " + std::to_string(holder) : std::string("a process")) +
+                               " holds " + quoted(path_) + "); wait for it to end, or use another directory",
+                           holder);
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<::ssize_t>(pid.size())) {
+      // The lock holds without the pid; a contender's message then names no process.
+    }
+  }
+  directory_lock(const directory_lock&) = delete;
+  directory_lock& operator=(const directory_lock&) = delete;
+  ~directory_lock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
 };
 
 // A directory of checkpoints "ckpt-<step, 12 digits>.safetensors". One manager (one process) writes a
-// directory at a time.
+// directory at a time: hold a directory_lock on it for the manager's lifetime to make sure of it.
 class checkpoint_manager {
  public:
   // Creates the directory if needed and removes temporary files that a killed writer left behind.
@@ -357,11 +540,7 @@ class checkpoint_manager {
   const std::filesystem::path& directory() const noexcept { return dir_; }
 
   // The file name of step `step`'s checkpoint.
-  std::filesystem::path path_of(std::uint64_t step) const {
-    std::string digits = std::to_string(step);
-    if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
-    return dir_ / ("ckpt-" + digits + ".safetensors");
-  }
+  std::filesystem::path path_of(std::uint64_t step) const { return detail::checkpoint_path(dir_, step); }
 
   // Writes `s` as step s.step()'s checkpoint (replacing one of the same step), then deletes the oldest
   // beyond `keep`. Asynchronous: returns once queued (the checksum and the write happen on the saver
@@ -389,16 +568,12 @@ class checkpoint_manager {
   }
 
   // The steps of the checkpoint files present (complete or not), oldest first.
-  std::vector<std::uint64_t> steps() const {
-    std::vector<std::uint64_t> out;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.size() != 5 + 12 + 12 || !name.starts_with("ckpt-") || !name.ends_with(".safetensors")) continue;
-      if (const auto step = detail::parse_u64(std::string_view(name).substr(5, 12))) out.push_back(*step);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
+  std::vector<std::uint64_t> steps() const { return detail::checkpoint_steps(dir_); }
+
+  // Every checkpoint file of the directory, read and checked (list_checkpoints). Waits for queued saves.
+  std::vector<checkpoint_file> list() {
+    if (options_.asynchronous) wait();
+    return list_checkpoints(dir_);
   }
 
   // The newest intact checkpoint (read_checkpoint), skipping newer files that are truncated, corrupted or
@@ -410,8 +585,7 @@ class checkpoint_manager {
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
       const std::filesystem::path p = path_of(*it);
       try {
-        loaded_checkpoint c = read_checkpoint(p);
-        if (c.step != *it) throw checkpoint_error(quoted(p) + " records step " + std::to_string(c.step));
+        loaded_checkpoint c = detail::read_checkpoint_of_step(dir_, *it);
         c.skipped = std::move(skipped);
         return c;
       } catch (const std::exception& e) {  // format_error, checkpoint_error, bad_alloc of a huge header
@@ -426,12 +600,35 @@ class checkpoint_manager {
   void write(snapshot s) {
     profile::scope scope("checkpoint.write", "io");
     const std::uint64_t step = s.step();
+    if (!options_.run.empty()) s.set_run(options_.run);
     write_safetensors(path_of(step), std::move(s).finish());
-    const std::vector<std::uint64_t> all = steps();
-    // Only older files go, so the one just written (the newest) always stays.
-    for (std::size_t i = 0; i + options_.keep < all.size() && all[i] < step; ++i) {
-      std::error_code ec;
-      std::filesystem::remove(path_of(all[i]), ec);
+    std::error_code ec;
+    if (options_.run.empty()) {
+      const std::vector<std::uint64_t> all = steps();
+      // Only older files go, so the one just written (the newest) always stays.
+      for (std::size_t i = 0; i + options_.keep < all.size() && all[i] < step; ++i) std::filesystem::remove(path_of(all[i]), ec);
+      return;
+    }
+    // This run's files (those written here are known; others are read once), damaged ones, other runs'.
+    ours_.insert(step);
+    others_.erase(step);
+    std::vector<std::uint64_t> mine;
+    for (const std::uint64_t other : steps()) {
+      if (!ours_.contains(other) && !others_.contains(other)) {
+        try {
+          const loaded_checkpoint c = detail::read_checkpoint_of_step(dir_, other);
+          (c.has(checkpoint_run_key) && c.get(checkpoint_run_key) == options_.run ? ours_ : others_).insert(other);
+        } catch (const std::exception&) {
+          std::filesystem::remove(path_of(other), ec);  // damaged: never usable, whatever its step
+          continue;
+        }
+      }
+      if (ours_.contains(other)) mine.push_back(other);
+    }
+    // Only older files of the run go, so the one just written always stays.
+    for (std::size_t i = 0; i + options_.keep < mine.size() && mine[i] < step; ++i) {
+      std::filesystem::remove(path_of(mine[i]), ec);
+      ours_.erase(mine[i]);
     }
   }
 
@@ -471,6 +668,7 @@ class checkpoint_manager {
   bool writing_ = false;
   bool stop_ = false;
   std::exception_ptr error_;
+  std::set<std::uint64_t> ours_, others_;  // steps whose files are this run's, other runs' (intact); used by write()
   std::thread worker_;
 };
 
