@@ -1,8 +1,8 @@
 # The Fashion-MNIST example with --checkpoint-dir, --save-every, --resume, --trace and the curve:
 #   cmake -DEXE=fashion_mnist -DCHECK=chrome_trace_check -DWORK=dir -P check_fashion_mnist.cmake
 # Run a: 2 epochs of 20 steps, checkpoints every 10 steps, a trace. Run b: the same, then its checkpoints
-# of steps 30 and 40 are deleted and that of step 20 damaged, and it resumes: it must skip step 20, resume
-# from step 10 and end with a checkpoint (parameters, Adam state, sums, curve) byte-identical to run a's.
+# of steps 30 and 40 are deleted and that of step 20 damaged, and it resumes: it must skip step 20 (saying
+# so on stderr), resume from step 10 and end with a checkpoint (parameters, Adam state, sums, curve) byte-identical to run a's.
 set(args --epochs 2 --steps 20 --batch-size 64 --save-every 10 --keep 10)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -17,6 +17,7 @@ function(run name)
     message(FATAL_ERROR "${name}: no JSON summary with test_accuracy, epoch_seconds, samples_per_second, peak_bytes")
   endif()
   set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
 endfunction()
 
 run(a --checkpoint-dir ${WORK}/a --trace ${WORK}/trace.json)
@@ -46,9 +47,9 @@ run(b --checkpoint-dir ${WORK}/b)
 file(REMOVE ${WORK}/b/ckpt-000000000030.safetensors ${WORK}/b/ckpt-000000000040.safetensors)
 file(WRITE ${WORK}/b/ckpt-000000000020.safetensors "a damaged file")
 run(b-resumed --checkpoint-dir ${WORK}/b --resume)
-if(NOT out MATCHES "skipped a damaged checkpoint" OR NOT out MATCHES "resumed from [^\n]*ckpt-000000000010.safetensors at step 10"
+if(NOT err MATCHES "skipped a damaged checkpoint" OR NOT out MATCHES "resumed from [^\n]*ckpt-000000000010.safetensors at step 10"
    OR NOT out MATCHES "\"resumed_from\": 10")
-  message(FATAL_ERROR "b-resumed did not skip the damaged step 20 and resume from step 10")
+  message(FATAL_ERROR "b-resumed did not skip the damaged step 20 (on stderr) and resume from step 10")
 endif()
 foreach(f ckpt-000000000040.safetensors curve.csv)
   file(SHA256 ${WORK}/a/${f} a)

@@ -5,100 +5,258 @@
 //                 [--precision f32|bf16] [--seed 0] [--data-dir DIR] [--steps N]
 //                 [--checkpoint-dir DIR [--resume] [--save-every N] [--keep N]] [--trace FILE] [--curve PREFIX]
 //
-// This file: flags, data loading, the curve (CSV, SVG), progress and checkpoint bookkeeping (run_log).
+// This file: flags (each checked on its own), output paths checked before training, data loading, the
+// curve (CSV, SVG), progress and checkpoint bookkeeping (run_log).
 // The models and the train step are in fashion_mnist.hpp, instantiated by fashion_mnist_steps.cpp.
 #include "fashion_mnist.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
+#include <utility>
 
 namespace fashion_mnist {
 
 void usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: fashion_mnist [options]\n"
+               "usage: fashion_mnist [options]   (--flag value or --flag=value)\n"
                "  --model M              mlp (784-512-256-10, relu) or cnn (conv 3x3x32, maxpool 2, conv 3x3x64,\n"
                "                         maxpool 2, dense 128, dense 10: the classic small CNN)\n"
-               "  --epochs N             passes over the 60000 training images (default 10)\n"
+               "  --epochs N             passes over the 60000 training images, 1 to 100000 (default 10)\n"
                "  --batch-size N         32, 64, 128 (default) or 256: each size is its own compiled step\n"
-               "  --learning-rate X      Adam's peak learning rate, decayed to 0 by a cosine (default 0.001)\n"
+               "  --learning-rate X      Adam's peak learning rate (finite, > 0), decayed to 0 by a cosine (default 0.001)\n"
                "  --precision P          f32 (default) or bf16: bf16 activations and gradients, f32 master\n"
                "                         weights, optimizer state and loss\n"
-               "  --seed N               the PRNG seed for initialisation and shuffling (default 0)\n"
+               "  --seed N               the PRNG seed for initialisation and shuffling, 0 to 4294967295 (default 0)\n"
                "  --data-dir DIR         where the *-idx?-ubyte.gz files are (default: $TESSEL_FASHION_MNIST_DIR\n"
                "                         or /usr/share/datasets/fashion-mnist)\n"
-               "  --steps N              stop each epoch after N steps (a quick check; default: the whole epoch)\n"
+               "  --steps N              stop each epoch after N steps (a quick check; default 0: the whole epoch)\n"
                "  --checkpoint-dir DIR   save checkpoints (parameters, Adam state, step, random key, data position)\n"
                "                         to DIR/ckpt-<step>.safetensors: atomically, on a background thread, at the\n"
                "                         end of every epoch and every --save-every steps; the last --keep are kept\n"
                "  --resume               continue from the newest intact checkpoint in --checkpoint-dir (a damaged\n"
                "                         newest file is skipped); the result is bit-identical to an uninterrupted run\n"
                "                         with the same flags (give the same --epochs, --steps, --learning-rate)\n"
-               "  --save-every N         also save every N steps (default: only at the end of each epoch)\n"
-               "  --keep N               checkpoints kept (default 3)\n"
+               "  --save-every N         also save every N steps (default 0: only at the end of each epoch)\n"
+               "  --keep N               checkpoints kept, 1 or more (default 3)\n"
                "  --trace FILE           write a Chrome trace (Perfetto, chrome://tracing): steps, named scopes, the\n"
                "                         executor's kernels, per-step time and throughput counters, the warm-up mark\n"
                "  --curve PREFIX         write the loss/accuracy curve to PREFIX.csv and PREFIX.svg (default with\n"
                "                         --checkpoint-dir: DIR/curve; without it: no curve)\n"
                "  --help                 this text\n"
-               "On a terminal a progress bar shows each epoch; otherwise one line per epoch. The last line is a\n"
-               "JSON summary: test_accuracy, epoch_seconds, samples_per_second, peak_bytes (the train step's plan).\n");
+               "Output paths are checked before training (their directories must exist; DIR is created). A loss that\n"
+               "is not finite stops training at that step. On a terminal a progress bar shows each epoch; otherwise\n"
+               "one line per epoch. The last line is a JSON summary: test_accuracy, epoch_seconds,\n"
+               "samples_per_second, peak_bytes (the train step's plan).\n"
+               "Exit status: 0, 1 (a failure while running), 2 (flags or paths refused).\n");
 }
 
+namespace {
+
+constexpr long long max_count = 2147483647;
+
+// Why `text`, as a whole token, is not an integer in [lo, hi] (digits only: no sign, space, fraction or
+// exponent), or nullopt when it is one (then in `out`).
+std::optional<std::string> parse_whole(const std::string& text, long long lo, long long hi, long long& out) {
+  if (text.empty()) return "is empty";
+  if (text[0] == '-') return "is negative";
+  if (text[0] == '+') return "has a sign";
+  if (text[0] < '0' || text[0] > '9') return "is not a whole number";
+  unsigned long long v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) return "is out of range";
+  if (end != text.data() + text.size()) return "is not a whole number";
+  if (v < static_cast<unsigned long long>(lo) || v > static_cast<unsigned long long>(hi)) return "is out of range";
+  out = static_cast<long long>(v);
+  return std::nullopt;
+}
+
+// Why `text`, as a whole token, is not a finite float greater than 0, or nullopt (then in `out`).
+std::optional<std::string> parse_positive(const std::string& text, float& out) {
+  if (text.empty()) return "is empty";
+  float v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::invalid_argument) return "is not a number";
+  if (end != text.data() + text.size()) return "is not a number (it goes on after '" + std::string(text.data(), end) + "')";
+  if (ec == std::errc::result_out_of_range) return "is out of a float's range";
+  if (!std::isfinite(v)) return "is not finite";
+  if (!(v > 0)) return "is not greater than 0";
+  out = v;
+  return std::nullopt;
+}
+
+// Sets flag `name` from `value`; returns what is wrong with the value ("is negative; expected ..."),
+// or nullopt. Unknown flags are the caller's.
+std::optional<std::string> set_flag(options& o, const std::string& name, const std::string& value) {
+  long long n = 0;
+  auto whole = [&](long long lo, long long hi, const std::string& allowed, auto assign) -> std::optional<std::string> {
+    if (auto why = parse_whole(value, lo, hi, n)) return *why + "; expected " + allowed;
+    assign(n);
+    return std::nullopt;
+  };
+  auto path = [&](std::string& to) -> std::optional<std::string> {
+    if (value.empty()) return std::string("is empty; expected a path");
+    to = value;
+    return std::nullopt;
+  };
+  if (name == "--model") {
+    if (value != "mlp" && value != "cnn") return std::string("is not a model of this example; expected mlp or cnn");
+    o.model = value;
+  } else if (name == "--precision") {
+    if (value != "f32" && value != "bf16") return std::string("is not a supported precision; expected f32 or bf16");
+    o.precision = value;
+  } else if (name == "--batch-size") {
+    if (value != "32" && value != "64" && value != "128" && value != "256")
+      return std::string("is not a compiled batch size; expected 32, 64, 128 or 256");
+    o.batch_size = std::stoi(value);
+  } else if (name == "--epochs") {
+    return whole(1, 100000, "a whole number from 1 to 100000", [&](long long v) { o.epochs = static_cast<int>(v); });
+  } else if (name == "--steps") {
+    return whole(0, max_count, "a whole number from 0 (the whole epoch) to 2147483647",
+                 [&](long long v) { o.steps = static_cast<int>(v); });
+  } else if (name == "--seed") {
+    return whole(0, 4294967295LL, "a whole number from 0 to 4294967295",
+                 [&](long long v) { o.seed = static_cast<std::uint32_t>(v); });
+  } else if (name == "--save-every") {
+    return whole(0, max_count, "a whole number from 0 (only at the end of each epoch) to 2147483647",
+                 [&](long long v) { o.save_every = static_cast<int>(v); });
+  } else if (name == "--keep") {
+    return whole(1, max_count, "a whole number from 1 to 2147483647", [&](long long v) { o.keep = static_cast<int>(v); });
+  } else if (name == "--learning-rate") {
+    if (auto why = parse_positive(value, o.learning_rate))
+      return *why + "; expected a finite number greater than 0, such as 0.001";
+  } else if (name == "--data-dir") {
+    return path(o.data_dir);
+  } else if (name == "--checkpoint-dir") {
+    return path(o.checkpoint_dir);
+  } else if (name == "--trace") {
+    return path(o.trace);
+  } else if (name == "--curve") {
+    return path(o.curve);
+  }
+  return std::nullopt;
+}
+
+bool takes_value(const std::string& name) {
+  for (const char* f : {"--model", "--precision", "--batch-size", "--epochs", "--steps", "--seed", "--save-every", "--keep",
+                        "--learning-rate", "--data-dir", "--checkpoint-dir", "--trace", "--curve"})
+    if (name == f) return true;
+  return false;
+}
+
+}  // namespace
+
+// Every problem of the command line is reported (on stderr, one line each), not only the first.
 std::optional<options> parse(int argc, char** argv) {
   options o;
+  std::vector<std::string> errors;
   for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
+    std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       usage(stdout);
       std::exit(0);
     }
-    if (arg == "--resume") {
-      o.resume = true;
+    if (!arg.starts_with("--")) {
+      errors.push_back("unexpected argument '" + arg + "' (options start with --)");
       continue;
     }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "fashion_mnist: %s needs a value\n", arg.c_str());
-      return std::nullopt;
+    std::optional<std::string> value;
+    if (const std::size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
     }
-    const std::string value = argv[++i];
-    try {
-      if (arg == "--model") o.model = value;
-      else if (arg == "--epochs") o.epochs = std::stoi(value);
-      else if (arg == "--batch-size") o.batch_size = std::stoi(value);
-      else if (arg == "--learning-rate") o.learning_rate = std::stof(value);
-      else if (arg == "--precision") o.precision = value;
-      else if (arg == "--seed") o.seed = static_cast<std::uint32_t>(std::stoul(value));
-      else if (arg == "--data-dir") o.data_dir = value;
-      else if (arg == "--steps") o.steps = std::stoi(value);
-      else if (arg == "--checkpoint-dir") o.checkpoint_dir = value;
-      else if (arg == "--save-every") o.save_every = std::stoi(value);
-      else if (arg == "--keep") o.keep = std::stoi(value);
-      else if (arg == "--trace") o.trace = value;
-      else if (arg == "--curve") o.curve = value;
-      else {
-        std::fprintf(stderr, "fashion_mnist: unknown option %s (see --help)\n", arg.c_str());
-        return std::nullopt;
+    if (arg == "--resume") {
+      if (value) errors.push_back(arg + " takes no value (given '" + *value + "')");
+      else o.resume = true;
+      continue;
+    }
+    if (!takes_value(arg)) {
+      errors.push_back("unknown option " + arg);
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--")) {
+        const std::string next = i + 1 < argc ? " (the next argument is the option " + std::string(argv[i + 1]) + ")" : "";
+        errors.push_back(arg + " needs a value" + next);
+        continue;
       }
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "fashion_mnist: %s: '%s' is not a number\n", arg.c_str(), value.c_str());
-      return std::nullopt;
+      value = argv[++i];
     }
+    if (const auto why = set_flag(o, arg, *value)) errors.push_back(arg + " '" + *value + "' " + *why);
   }
-  if ((o.model != "mlp" && o.model != "cnn") || (o.precision != "f32" && o.precision != "bf16") || o.epochs < 1 || o.steps < 0 ||
-      (o.batch_size != 32 && o.batch_size != 64 && o.batch_size != 128 && o.batch_size != 256)) {
-    std::fprintf(stderr, "fashion_mnist: unsupported --model, --precision, --epochs or --batch-size (see --help)\n");
-    return std::nullopt;
+  if (o.checkpoint_dir.empty()) {
+    for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.save_every > 0, "--save-every"}})
+      if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
   }
-  if (o.save_every < 0 || o.keep < 1 || ((o.resume || o.save_every > 0) && o.checkpoint_dir.empty())) {
-    std::fprintf(stderr, "fashion_mnist: --resume and --save-every need --checkpoint-dir; --save-every >= 0, --keep >= 1\n");
+  if (!errors.empty()) {
+    for (const std::string& e : errors) std::fprintf(stderr, "fashion_mnist: %s\n", e.c_str());
+    std::fprintf(stderr, "fashion_mnist: see --help\n");
     return std::nullopt;
   }
   if (o.curve.empty() && !o.checkpoint_dir.empty()) o.curve = (std::filesystem::path(o.checkpoint_dir) / "curve").string();
   return o;
+}
+
+// ---- output paths ------------------------------------------------------------------------------------
+
+namespace {
+
+// Why `file` cannot be written (its directory is missing, it is a directory, no permission), or nullopt.
+// Tries a temporary file beside it (removed at once); creates nothing else.
+std::optional<std::string> unwritable(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) return tessel::io::quoted(file) + " is a directory";
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  const auto status = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(status)) return "the directory " + tessel::io::quoted(dir) + " does not exist (create it first)";
+  if (!std::filesystem::is_directory(status)) return tessel::io::quoted(dir) + " is not a directory";
+  const std::filesystem::path probe = tessel::io::atomic_temp_path(file);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    if (error != EEXIST) return "cannot write in " + tessel::io::quoted(dir) + ": " + std::generic_category().message(error);
+    return std::nullopt;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return std::nullopt;
+}
+
+// The shortest text that reads back as `v`.
+std::string float_text(float v) {
+  char buf[48];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+void error(const std::string& text) { std::fprintf(stderr, "fashion_mnist: %s\n", text.c_str()); }
+
+}  // namespace
+
+// Every output path, before anything is trained: the directories of --trace and --curve must exist,
+// --checkpoint-dir is created. False (the reasons printed) when one cannot be written.
+bool check_outputs(const options& o) {
+  std::vector<std::string> errors;
+  auto check = [&](const char* flag, const std::string& shown, const std::filesystem::path& file) {
+    if (const auto why = unwritable(file)) errors.push_back(std::string(flag) + " '" + shown + "': " + *why);
+  };
+  bool directory = true;  // the default --curve is in it
+  if (!o.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+    directory = !ec;
+    if (ec) errors.push_back("--checkpoint-dir '" + o.checkpoint_dir + "': cannot create it: " + ec.message());
+    else check("--checkpoint-dir", o.checkpoint_dir, std::filesystem::path(o.checkpoint_dir) / "ckpt");
+  }
+  if (!o.trace.empty()) check("--trace", o.trace, o.trace);
+  if (!o.curve.empty() && directory) check("--curve", o.curve, o.curve + ".csv");
+  for (const std::string& e : errors) error(e);
+  return errors.empty();
 }
 
 dataset load(const options& o) {
@@ -214,10 +372,10 @@ std::optional<tessel::io::loaded_checkpoint> run_log::resume(tessel::random::key
   if (!o_.resume) return std::nullopt;
   auto last = ckpt_->restore_latest();
   if (!last) {
-    bar_.line("no checkpoint in " + o_.checkpoint_dir + ": starting from step 0");
+    error("no checkpoint in " + o_.checkpoint_dir + ": starting from step 0");
     return std::nullopt;
   }
-  for (const std::string& s : last->skipped) bar_.line("skipped a damaged checkpoint: " + s);
+  for (const std::string& s : last->skipped) error("skipped a damaged checkpoint: " + s);
   const std::string want = describe(o_.model, o_.precision, std::to_string(batch_), std::to_string(steps_));
   const std::string have = describe(last->get("model"), last->get("precision"), last->get("batch_size"), last->get("steps_per_epoch"));
   if (want != have) throw std::runtime_error(last->path.string() + " is a checkpoint of " + have + "; these flags train " + want);
@@ -247,6 +405,19 @@ void run_log::start() {
 }
 
 void run_log::after_step(std::uint64_t g, double loss, double acc, double seconds) {
+  if (!std::isfinite(loss)) {
+    std::string newest;
+    if (ckpt_) {
+      ckpt_->wait();
+      const auto saved = ckpt_->steps();
+      newest = saved.empty() ? "; no checkpoint was saved" : "; the newest checkpoint is " + ckpt_->path_of(saved.back()).string();
+    }
+    throw std::runtime_error("the training loss is " + std::string(std::isnan(loss) ? "NaN" : loss > 0 ? "inf" : "-inf") +
+                             " at step " + std::to_string(g + 1) + " of " + std::to_string(total_) + " (epoch " +
+                             std::to_string(g / steps_ + 1) + ", batch " + std::to_string(g % steps_ + 1) +
+                             "): training stopped there, nothing of that step saved" + newest +
+                             "\nfix: a smaller --learning-rate (this run has " + float_text(o_.learning_rate) + ")");
+  }
   epoch_loss_ += loss, epoch_acc_ += acc;
   window_loss_ += loss, window_acc_ += acc, ++window_steps_;
   train_seconds_ += seconds;
@@ -284,6 +455,10 @@ void run_log::end_epoch(std::uint64_t g, double test_accuracy) {
 
 void run_log::save(tessel::io::snapshot snap, tessel::random::key shuffle_key) {
   const std::uint64_t done = snap.step();
+  if (const auto bad = snap.first_non_finite())
+    throw std::runtime_error("step " + std::to_string(done) + " left a NaN or an infinity in '" + *bad +
+                             "': training stopped there, no checkpoint of it saved\nfix: a smaller --learning-rate (this run has " +
+                             float_text(o_.learning_rate) + ")");
   snap.set_key(shuffle_key)
       .set("data", tessel::data::stream_position{done / steps_, (done % steps_) * batch_, {}}.to_json())
       .set("model", o_.model)
@@ -342,20 +517,23 @@ void run_log::write_curve() const {
 
 int main(int argc, char** argv) {
   using namespace fashion_mnist;
-  const auto o = parse(argc, argv);
-  if (!o) return 2;
+  auto parsed = parse(argc, argv);
+  if (!parsed) return 2;
+  options& o = *parsed;
+  if (!check_outputs(o)) return 2;
   dataset d;
   try {
-    d = load(*o);
+    d = load(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
     return 1;
   }
   try {
-    const bool bf16 = o->precision == "bf16";
-    if (o->model == "cnn") return bf16 ? run_batch<cnn<>, tessel::bfloat16>(*o, d) : run_batch<cnn<>, float>(*o, d);
-    return bf16 ? run_batch<mlp<>, tessel::bfloat16>(*o, d) : run_batch<mlp<>, float>(*o, d);
+    const bool bf16 = o.precision == "bf16";
+    if (o.model == "cnn") return bf16 ? run_batch<cnn<>, tessel::bfloat16>(o, d) : run_batch<cnn<>, float>(o, d);
+    return bf16 ? run_batch<mlp<>, tessel::bfloat16>(o, d) : run_batch<mlp<>, float>(o, d);
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "\nfashion_mnist: %s\n", e.what());
     return 1;
   }
