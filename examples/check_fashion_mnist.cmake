@@ -2,7 +2,8 @@
 #   cmake -DEXE=fashion_mnist -DCHECK=chrome_trace_check -DWORK=dir -P check_fashion_mnist.cmake
 # Run a: 2 epochs of 20 steps, checkpoints every 10 steps, a trace. Run b: the same, then its checkpoints
 # of steps 30 and 40 are deleted and that of step 20 damaged, and it resumes: it must skip step 20 (saying
-# so on stderr), resume from step 10 and end with a checkpoint (parameters, Adam state, sums, curve) byte-identical to run a's.
+# so on stderr), resume from step 10 and end with a checkpoint (parameters, Adam state, sums, curve)
+# byte-identical to run a's but for the run's id (and the checksum that covers it), which stays run b's.
 set(args --epochs 2 --steps 20 --batch-size 64 --save-every 10 --keep 10)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -18,6 +19,22 @@ function(run name)
   endif()
   set(out "${out}" PARENT_SCOPE)
   set(err "${err}" PARENT_SCOPE)
+endfunction()
+
+# A checkpoint's header with "tessel.run" and "tessel.checksum" masked, and a hash of its tensor data, in
+# `var`; its run id in `run_var`.
+function(checkpoint_contents file var run_var)
+  file(READ ${file} length LIMIT 8 HEX)  # little-endian
+  string(REGEX REPLACE "(..)(..)(..)(..)(..)(..)(..)(..)" "\\8\\7\\6\\5\\4\\3\\2\\1" length "${length}")
+  math(EXPR n "0x${length}")
+  file(READ ${file} header OFFSET 8 LIMIT ${n})
+  string(REGEX MATCH "\"tessel\\.run\":\"([0-9a-f]+)\"" found "${header}")
+  set(${run_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  string(REGEX REPLACE "\"tessel\\.(run|checksum)\":\"[0-9a-f]+\"" "\"tessel.\\1\":\"*\"" header "${header}")
+  math(EXPR data "8 + ${n}")
+  file(READ ${file} bytes OFFSET ${data} HEX)
+  string(SHA256 hash "${bytes}")
+  set(${var} "${header}\n${hash}" PARENT_SCOPE)
 endfunction()
 
 run(a --checkpoint-dir ${WORK}/a --trace ${WORK}/trace.json)
@@ -44,6 +61,8 @@ if(NOT begin EQUAL 0 OR end EQUAL -1)
 endif()
 
 run(b --checkpoint-dir ${WORK}/b)
+string(REGEX MATCH "\"run\": \"([0-9a-f]+)\"" found "${out}")
+set(run_b "${CMAKE_MATCH_1}")
 file(REMOVE ${WORK}/b/ckpt-000000000030.safetensors ${WORK}/b/ckpt-000000000040.safetensors)
 file(WRITE ${WORK}/b/ckpt-000000000020.safetensors "a damaged file")
 run(b-resumed --checkpoint-dir ${WORK}/b --resume)
@@ -51,11 +70,18 @@ if(NOT err MATCHES "skipped a damaged checkpoint" OR NOT out MATCHES "resumed fr
    OR NOT out MATCHES "\"resumed_from\": 10")
   message(FATAL_ERROR "b-resumed did not skip the damaged step 20 (on stderr) and resume from step 10")
 endif()
-foreach(f ckpt-000000000040.safetensors curve.csv)
-  file(SHA256 ${WORK}/a/${f} a)
-  file(SHA256 ${WORK}/b/${f} b)
-  if(NOT a STREQUAL b)
-    message(FATAL_ERROR "${f} differs between the uninterrupted run and the resumed one")
-  endif()
-endforeach()
-message(STATUS "resume: ckpt-000000000040.safetensors and curve.csv are byte-identical to the uninterrupted run's")
+checkpoint_contents(${WORK}/a/ckpt-000000000040.safetensors a run_a)
+checkpoint_contents(${WORK}/b/ckpt-000000000040.safetensors b run_resumed)
+if(NOT a STREQUAL b)
+  message(FATAL_ERROR "ckpt-000000000040.safetensors differs between the uninterrupted run and the resumed one")
+endif()
+if(run_a STREQUAL "" OR run_a STREQUAL run_b OR NOT run_resumed STREQUAL run_b)
+  message(FATAL_ERROR "run ids: a '${run_a}', b '${run_b}', b resumed '${run_resumed}': expected b's id kept, a's different")
+endif()
+file(SHA256 ${WORK}/a/curve.csv a)
+file(SHA256 ${WORK}/b/curve.csv b)
+if(NOT a STREQUAL b)
+  message(FATAL_ERROR "curve.csv differs between the uninterrupted run and the resumed one")
+endif()
+message(STATUS "resume: ckpt-000000000040.safetensors (but for the run's id) and curve.csv are byte-identical to the "
+               "uninterrupted run's")

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The Fashion-MNIST example checks its flags and output paths first, and stops a diverging run:
+# The Fashion-MNIST example refuses to lose or mix a run, and checks its flags and output paths first:
 #   bash check_fashion_mnist_runs.sh EXE WORK CASE
-# CASE: bad_flags, nan_learning_rate, nonfinite_loss, bad_trace_path (examples/CMakeLists.txt registers one
-# test per case). Each run is a few steps
-# of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 and a message on
-# stderr naming the flag or file.
+# CASE: bad_flags, nan_learning_rate, nonfinite_loss, bad_trace_path, fresh_run_refuses, wrong_run_resume,
+# two_writers, all_damaged (examples/CMakeLists.txt registers one test per case). Each run is a few steps
+# of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 (or 1 where
+# noted) and a message on stderr naming the flag, file or process.
 set -u
 exe=$1 work=$2 case=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -38,6 +38,7 @@ says() {
 # refused NAME: nothing was trained (stdout is empty).
 refused() { [ ! -s "$1.out" ] || fail "$1: it trained before refusing (stdout is not empty)"; }
 summary() { grep -F '"test_accuracy"' "$1.out" >/dev/null || fail "$1: no JSON summary"; }
+run_id() { sed -n 's/.*"run": "\([0-9a-f]*\)".*/\1/p' "$1.out"; }
 
 case $case in
 bad_flags)
@@ -116,6 +117,84 @@ bad_trace_path)
   refused ckpt
   says ckpt "--checkpoint-dir 'afile/sub'"
   [ ! -e missing ] || fail "a refused run created 'missing'"
+  ;;
+fresh_run_refuses)
+  run a 0 "${small[@]}" --seed 1 --checkpoint-dir ckpt
+  run_a=$(run_id a)
+  # A new run into a directory holding another run's checkpoints: refused, naming them.
+  run b 2 "${small[@]}" --seed 1 --checkpoint-dir ckpt
+  refused b
+  says b "ckpt holds checkpoints of another run" "ckpt/ckpt-000000000002.safetensors: step 2 of run $run_a" "--overwrite"
+  # --overwrite deletes them first: afterwards the directory holds only the new run's files.
+  run c 0 "${small[@]}" --seed 2 --checkpoint-dir ckpt --save-every 1 --overwrite
+  says c "--overwrite: deleted ckpt/ckpt-000000000002.safetensors: step 2 of run $run_a"
+  run_c=$(run_id c)
+  [ -n "$run_c" ] && [ "$run_c" != "$run_a" ] || fail "c: run id '$run_c', a's '$run_a'"
+  for f in ckpt/ckpt-*.safetensors; do
+    grep -aqF "\"tessel.run\":\"$run_c\"" "$f" || fail "$f is not of run c"
+  done
+  ;;
+wrong_run_resume)
+  run a 0 "${small[@]}" --seed 1 --checkpoint-dir ckpt --save-every 1
+  # Resuming with flags that shape another run: refused, naming each flag that differs.
+  run seed 2 "${small[@]}" --seed 0 --checkpoint-dir ckpt --resume
+  refused seed
+  says seed "cannot resume: ckpt/ckpt-000000000002.safetensors" "--seed: the run has 1, these flags give 0" "--seed 1"
+  run several 2 --epochs 2 --steps 3 --batch-size 32 --seed 1 --learning-rate 0.01 --checkpoint-dir ckpt --resume
+  says several "--epochs: the run has 1, these flags give 2" "--steps: the run has 2, these flags give 3" \
+    "--learning-rate: the run has 0.001, these flags give 0.01"
+  run model 2 "${small[@]}" --seed 1 --model cnn --checkpoint-dir ckpt --resume
+  says model "--model: the run has mlp, these flags give cnn"
+  # The run's own flags resume it.
+  run same 0 "${small[@]}" --seed 1 --checkpoint-dir ckpt --resume
+  grep -qF '"resumed_from": 2' same.out || fail "same: did not resume from step 2"
+  ;;
+two_writers)
+  # A is training into ckpt; B, started meanwhile with the same flags, must stop at once, naming A.
+  "$exe" --epochs 1 --steps 300 --batch-size 32 --checkpoint-dir ckpt --save-every 100 >a.out 2>a.err &
+  a=$!
+  for _ in $(seq 200); do
+    [ -s ckpt/lock ] && break
+    sleep 0.05
+  done
+  run b 1 --epochs 1 --steps 300 --batch-size 32 --checkpoint-dir ckpt --save-every 100
+  refused b
+  says b "'ckpt' is in use by another writer (process $a holds 'ckpt/lock')"
+  wait $a
+  rc=$?
+  cat a.out a.err
+  [ $rc -eq 0 ] || fail "a: exit $rc"
+  summary a
+  # A lock left by a process that died does not block: the kernel released it.
+  "$exe" --epochs 1 --steps 100000 --batch-size 32 --checkpoint-dir dead >dead.out 2>dead.err &
+  d=$!
+  for _ in $(seq 200); do
+    [ -s dead/lock ] && break
+    sleep 0.05
+  done
+  kill -KILL $d
+  wait $d 2>/dev/null
+  grep -qx "$d" dead/lock || fail "dead/lock does not name the killed process $d"
+  run after 0 "${small[@]}" --checkpoint-dir dead
+  summary after
+  ;;
+all_damaged)
+  mkdir -p ckpt
+  printf 'not a checkpoint' >ckpt/ckpt-000000000010.safetensors
+  : >ckpt/ckpt-000000000020.safetensors
+  # --resume with no intact checkpoint: refused, listing each file and why.
+  run resume 1 "${small[@]}" --checkpoint-dir ckpt --resume
+  refused resume
+  says resume "no intact checkpoint in ckpt" "ckpt/ckpt-000000000010.safetensors: damaged:" \
+    "ckpt/ckpt-000000000020.safetensors: damaged:" "truncated" "--resume-or-start"
+  run empty 1 "${small[@]}" --checkpoint-dir empty --resume
+  says empty "no intact checkpoint in empty (it holds no checkpoint files)"
+  # --resume-or-start starts a new run; its first save deletes the damaged files, higher steps too.
+  run start 0 "${small[@]}" --checkpoint-dir ckpt --resume-or-start --save-every 1
+  says start "no intact checkpoint in ckpt: starting a new run"
+  [ ! -e ckpt/ckpt-000000000010.safetensors ] && [ ! -e ckpt/ckpt-000000000020.safetensors ] ||
+    fail "start: the damaged checkpoints were not deleted"
+  [ -f ckpt/ckpt-000000000002.safetensors ] || fail "start: no checkpoint of step 2"
   ;;
 *)
   fail "unknown case"

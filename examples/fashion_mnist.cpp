@@ -3,10 +3,12 @@
 //
 //   fashion_mnist [--model mlp|cnn] [--epochs 10] [--batch-size 128] [--learning-rate 0.001]
 //                 [--precision f32|bf16] [--seed 0] [--data-dir DIR] [--steps N]
-//                 [--checkpoint-dir DIR [--resume] [--save-every N] [--keep N]] [--trace FILE] [--curve PREFIX]
+//                 [--checkpoint-dir DIR [--resume | --resume-or-start | --overwrite] [--save-every N] [--keep N]]
+//                 [--trace FILE] [--curve PREFIX]
 //
-// This file: flags (each checked on its own), output paths checked before training, data loading, the
-// curve (CSV, SVG), progress and checkpoint bookkeeping (run_log).
+// This file: flags (each checked on its own), output paths checked before training, the checkpoint
+// directory (its lock, the run's identity, what to resume), data loading, the curve (CSV, SVG), progress
+// and checkpoint bookkeeping (run_log).
 // The models and the train step are in fashion_mnist.hpp, instantiated by fashion_mnist_steps.cpp.
 #include "fashion_mnist.hpp"
 
@@ -15,6 +17,7 @@
 
 #include <charconv>
 #include <cinttypes>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -38,12 +41,19 @@ void usage(std::FILE* to) {
                "  --steps N              stop each epoch after N steps (a quick check; default 0: the whole epoch)\n"
                "  --checkpoint-dir DIR   save checkpoints (parameters, Adam state, step, random key, data position)\n"
                "                         to DIR/ckpt-<step>.safetensors: atomically, on a background thread, at the\n"
-               "                         end of every epoch and every --save-every steps; the last --keep are kept\n"
-               "  --resume               continue from the newest intact checkpoint in --checkpoint-dir (a damaged\n"
-               "                         newest file is skipped); the result is bit-identical to an uninterrupted run\n"
-               "                         with the same flags (give the same --epochs, --steps, --learning-rate)\n"
+               "                         end of every epoch and every --save-every steps; the last --keep are kept.\n"
+               "                         Each records its run: a random id and the flags that shape the state\n"
+               "                         (--model, --precision, --batch-size, --seed, --epochs, --steps,\n"
+               "                         --learning-rate). DIR/lock stops a second run writing DIR at the same time\n"
+               "  --resume               continue the run in --checkpoint-dir from its newest intact checkpoint (a\n"
+               "                         damaged newer file is skipped); the flags that shape the state must be the\n"
+               "                         run's. The result is bit-identical to an uninterrupted run. Fails when DIR\n"
+               "                         holds no intact checkpoint, listing each file and why it is unusable\n"
+               "  --resume-or-start      --resume, or a new run when DIR holds no intact checkpoint\n"
+               "  --overwrite            a new run (no --resume) into a DIR holding checkpoints deletes them first;\n"
+               "                         without it such a run refuses to start\n"
                "  --save-every N         also save every N steps (default 0: only at the end of each epoch)\n"
-               "  --keep N               checkpoints kept, 1 or more (default 3)\n"
+               "  --keep N               checkpoints of this run kept, 1 or more (default 3); damaged ones are deleted\n"
                "  --trace FILE           write a Chrome trace (Perfetto, chrome://tracing): steps, named scopes, the\n"
                "                         executor's kernels, per-step time and throughput counters, the warm-up mark\n"
                "  --curve PREFIX         write the loss/accuracy curve to PREFIX.csv and PREFIX.svg (default with\n"
@@ -52,8 +62,8 @@ void usage(std::FILE* to) {
                "Output paths are checked before training (their directories must exist; DIR is created). A loss that\n"
                "is not finite stops training at that step. On a terminal a progress bar shows each epoch; otherwise\n"
                "one line per epoch. The last line is a JSON summary: test_accuracy, epoch_seconds,\n"
-               "samples_per_second, peak_bytes (the train step's plan).\n"
-               "Exit status: 0, 1 (a failure while running), 2 (flags or paths refused).\n");
+               "samples_per_second, peak_bytes (the train step's plan), run (the checkpoints' run id).\n"
+               "Exit status: 0, 1 (a failure while running), 2 (flags, paths or a checkpoint directory refused).\n");
 }
 
 namespace {
@@ -170,9 +180,9 @@ std::optional<options> parse(int argc, char** argv) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
     }
-    if (arg == "--resume") {
+    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite") {
       if (value) errors.push_back(arg + " takes no value (given '" + *value + "')");
-      else o.resume = true;
+      else (arg == "--resume" ? o.resume : arg == "--overwrite" ? o.overwrite : o.resume_or_start) = true;
       continue;
     }
     if (!takes_value(arg)) {
@@ -190,19 +200,24 @@ std::optional<options> parse(int argc, char** argv) {
     if (const auto why = set_flag(o, arg, *value)) errors.push_back(arg + " '" + *value + "' " + *why);
   }
   if (o.checkpoint_dir.empty()) {
-    for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.save_every > 0, "--save-every"}})
+    for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.resume_or_start, "--resume-or-start"},
+                                      std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
       if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
   }
+  if (o.overwrite && (o.resume || o.resume_or_start))
+    errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
+                     " continues one: give one of them");
   if (!errors.empty()) {
     for (const std::string& e : errors) std::fprintf(stderr, "fashion_mnist: %s\n", e.c_str());
     std::fprintf(stderr, "fashion_mnist: see --help\n");
     return std::nullopt;
   }
+  if (o.resume_or_start) o.resume = true;
   if (o.curve.empty() && !o.checkpoint_dir.empty()) o.curve = (std::filesystem::path(o.checkpoint_dir) / "curve").string();
   return o;
 }
 
-// ---- output paths ------------------------------------------------------------------------------------
+// ---- output paths and the checkpoint directory ------------------------------------------------------
 
 namespace {
 
@@ -227,6 +242,11 @@ std::optional<std::string> unwritable(const std::filesystem::path& file) {
   return std::nullopt;
 }
 
+std::size_t steps_per_epoch(const options& o) {
+  const std::size_t full = tessel::data::fashion_mnist_train_size / static_cast<std::size_t>(o.batch_size);
+  return o.steps > 0 ? std::min(full, static_cast<std::size_t>(o.steps)) : full;
+}
+
 // The shortest text that reads back as `v`.
 std::string float_text(float v) {
   char buf[48];
@@ -234,9 +254,72 @@ std::string float_text(float v) {
   return std::string(buf, end);
 }
 
+// A flag that shapes a run's state and the checkpoint metadata entry that records it.
+struct identity_field {
+  const char* flag;
+  const char* key;
+  std::string value;
+};
+
+std::vector<identity_field> identity(const options& o) {
+  return {{"--model", "model", o.model},
+          {"--precision", "precision", o.precision},
+          {"--batch-size", "batch_size", std::to_string(o.batch_size)},
+          {"--seed", "seed", std::to_string(o.seed)},
+          {"--epochs", "epochs", std::to_string(o.epochs)},
+          {"--steps", "steps_per_epoch", std::to_string(steps_per_epoch(o))},
+          {"--learning-rate", "learning_rate", float_text(o.learning_rate)}};
+}
+
+// 16 random hex digits.
+std::string new_run_id() {
+  std::uint64_t v = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+                    (static_cast<std::uint64_t>(::getpid()) << 40);
+  try {
+    std::random_device device;
+    v ^= (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  } catch (const std::exception&) {  // no entropy source: the clock and the pid
+  }
+  for (int round = 0; round < 2; ++round) {  // splitmix64's finaliser: every input bit moves every output bit
+    v += 0x9e3779b97f4a7c15ULL;
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebULL;
+    v ^= v >> 31;
+  }
+  char out[17];
+  for (int i = 0; i < 16; ++i) out[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
+  return std::string(out, 16);
+}
+
+std::string entry(const std::map<std::string, std::string>& metadata, const char* key) {
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? std::string("?") : it->second;
+}
+
+// "step 40 of run 3f9c0d2e1a2b3c4d (mlp f32, batch 64, seed 0, epochs 2 of 20 steps, learning rate 0.001)",
+// or why the file cannot be used.
+std::string describe(const tessel::io::checkpoint_file& f) {
+  if (!f.intact()) return "damaged: " + f.problem;
+  const std::string run = f.run();
+  const auto& m = f.metadata;
+  return "step " + std::to_string(f.step) + " of " +
+         (run.empty() ? std::string("a run without an identity (an older fashion_mnist)") : "run " + run) + " (" +
+         entry(m, "model") + " " + entry(m, "precision") + ", batch " + entry(m, "batch_size") + ", seed " + entry(m, "seed") +
+         ", epochs " + entry(m, "epochs") + " of " + entry(m, "steps_per_epoch") + " steps, learning rate " +
+         entry(m, "learning_rate") + ")";
+}
+
 void error(const std::string& text) { std::fprintf(stderr, "fashion_mnist: %s\n", text.c_str()); }
 
 }  // namespace
+
+// The checkpoint directory of a run: held locked from start-up to exit.
+struct run_directory {
+  explicit run_directory(const std::filesystem::path& dir) : lock(dir) {}
+  tessel::io::directory_lock lock;
+  std::string run_id;                                       // recorded in every checkpoint ("tessel.run")
+  std::optional<tessel::io::loaded_checkpoint> resume_from;  // checked against the flags
+};
 
 // Every output path, before anything is trained: the directories of --trace and --curve must exist,
 // --checkpoint-dir is created. False (the reasons printed) when one cannot be written.
@@ -257,6 +340,102 @@ bool check_outputs(const options& o) {
   if (!o.curve.empty() && directory) check("--curve", o.curve, o.curve + ".csv");
   for (const std::string& e : errors) error(e);
   return errors.empty();
+}
+
+// Locks --checkpoint-dir and decides what this run is. A new run: refused when the directory holds
+// checkpoint files, unless --overwrite (which deletes them). --resume: the run of the newest intact
+// checkpoint, refused when the flags that shape the state differ from that run's, when the directory
+// mixes runs, or when no checkpoint is intact (unless --resume-or-start: then a new run). Returns the
+// exit status when the program must stop (the reasons printed on stderr).
+std::optional<int> prepare_directory(options& o) {
+  const std::filesystem::path dir = o.checkpoint_dir;
+  try {
+    o.directory = std::make_shared<run_directory>(dir);
+  } catch (const tessel::io::directory_busy& e) {
+    error(std::string("--checkpoint-dir: ") + e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    error("--checkpoint-dir '" + o.checkpoint_dir + "': " + e.what());
+    return 2;
+  }
+  run_directory& rd = *o.directory;
+  const std::vector<tessel::io::checkpoint_file> files = tessel::io::list_checkpoints(dir);
+  auto listing = [&](auto&& which) {
+    std::string out;
+    for (const auto& f : files)
+      if (which(f)) out += "\n  " + f.path.string() + ": " + describe(f);
+    return out;
+  };
+  const auto all = [](const auto&) { return true; };
+  if (!o.resume) {
+    if (!files.empty() && !o.overwrite) {
+      error(o.checkpoint_dir + " holds checkpoints of another run:" + listing(all) +
+            "\nfix: --resume to continue that run, --overwrite to delete these files and start a new run, or another "
+            "--checkpoint-dir");
+      return 2;
+    }
+    for (const auto& f : files) {
+      std::error_code ec;
+      std::filesystem::remove(f.path, ec);
+      if (ec) {
+        error("--overwrite: cannot delete " + f.path.string() + ": " + ec.message());
+        return 1;
+      }
+      error("--overwrite: deleted " + f.path.string() + ": " + describe(f));
+    }
+    rd.run_id = new_run_id();
+    return std::nullopt;
+  }
+  auto newest = std::find_if(files.rbegin(), files.rend(), [](const auto& f) { return f.intact(); });
+  if (newest == files.rend()) {
+    const std::string where = "no intact checkpoint in " + o.checkpoint_dir;
+    if (!o.resume_or_start) {
+      error("--resume: " + where + (files.empty() ? std::string(" (it holds no checkpoint files)") : ":" + listing(all)) +
+            "\nfix: --resume-or-start to start a new run when there is none, --overwrite to delete them and start "
+            "a new run, or another --checkpoint-dir");
+      return 1;
+    }
+    error("--resume-or-start: " + where + ": starting a new run" +
+          (files.empty() ? std::string() : " (the damaged files are deleted at its first save):" + listing(all)));
+    rd.run_id = new_run_id();
+    return std::nullopt;
+  }
+  const std::string run = newest->run();
+  const std::string name = newest->path.string();
+  if (run.empty()) {
+    error("cannot resume: " + name + " records no run identity (it was written by an older fashion_mnist)\n"
+          "fix: start a new run with --overwrite, or another --checkpoint-dir");
+    return 2;
+  }
+  std::string differences, fix;
+  for (const identity_field& field : identity(o)) {
+    const std::string have = entry(newest->metadata, field.key);
+    if (have == field.value) continue;
+    differences += "\n  " + std::string(field.flag) + ": the run has " + have + ", these flags give " + field.value;
+    fix += " " + std::string(field.flag) + " " + have;
+  }
+  if (!differences.empty()) {
+    error("cannot resume: " + name + " is " + describe(*newest) + ", and these flags shape another run:" + differences +
+          "\nfix: give the run's flags (" + fix.substr(1) +
+          "), or start a new run with --overwrite or another --checkpoint-dir");
+    return 2;
+  }
+  const std::string mixed = listing([&](const auto& f) { return f.intact() && f.run() != run; });
+  if (!mixed.empty()) {
+    error("cannot resume: " + o.checkpoint_dir + " mixes runs: the newest intact checkpoint is " + name + ", " +
+          describe(*newest) + "; of other runs:" + mixed + "\nfix: move the other runs' files elsewhere");
+    return 2;
+  }
+  for (const auto& f : files)
+    if (!f.intact()) error("skipped a damaged checkpoint (deleted at the next save): " + f.path.string() + ": " + f.problem);
+  try {
+    rd.resume_from = tessel::io::read_checkpoint(newest->path);
+  } catch (const std::exception& e) {
+    error(std::string("cannot resume: ") + e.what());
+    return 1;
+  }
+  rd.run_id = run;
+  return std::nullopt;
 }
 
 dataset load(const options& o) {
@@ -364,21 +543,16 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 run_log::run_log(const options& o, std::size_t batch, std::size_t steps, std::size_t peak_bytes)
     : o_(o), batch_(batch), steps_(steps), total_(static_cast<std::uint64_t>(o.epochs) * steps), peak_bytes_(peak_bytes) {
   bar_.set_batch(static_cast<double>(batch));
-  if (!o.checkpoint_dir.empty())
-    ckpt_.emplace(o.checkpoint_dir, tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep)});
+  if (!o.checkpoint_dir.empty()) {
+    if (!o.directory) throw std::logic_error("run_log: --checkpoint-dir without prepare_directory");
+    ckpt_.emplace(o.checkpoint_dir,
+                  tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = o.directory->run_id});
+  }
 }
 
 std::optional<tessel::io::loaded_checkpoint> run_log::resume(tessel::random::key& shuffle_key) {
-  if (!o_.resume) return std::nullopt;
-  auto last = ckpt_->restore_latest();
-  if (!last) {
-    error("no checkpoint in " + o_.checkpoint_dir + ": starting from step 0");
-    return std::nullopt;
-  }
-  for (const std::string& s : last->skipped) error("skipped a damaged checkpoint: " + s);
-  const std::string want = describe(o_.model, o_.precision, std::to_string(batch_), std::to_string(steps_));
-  const std::string have = describe(last->get("model"), last->get("precision"), last->get("batch_size"), last->get("steps_per_epoch"));
-  if (want != have) throw std::runtime_error(last->path.string() + " is a checkpoint of " + have + "; these flags train " + want);
+  if (!o_.directory || !o_.directory->resume_from) return std::nullopt;
+  auto last = std::exchange(o_.directory->resume_from, std::nullopt);
   shuffle_key = last->key();
   const auto position = tessel::data::stream_position::from_json(last->get("data"));
   first_ = last->step;
@@ -391,7 +565,8 @@ std::optional<tessel::io::loaded_checkpoint> run_log::resume(tessel::random::key
   window_steps_ = static_cast<std::uint64_t>(number(*last, "window_steps"));
   curve_ = parse_curve_csv(last->get("curve"));
   bar_.line("resumed from " + last->path.string() + " at step " + std::to_string(first_) + " (epoch " +
-            std::to_string(position.epoch + 1) + ", batch " + std::to_string(position.index / batch_) + ")");
+            std::to_string(position.epoch + 1) + ", batch " + std::to_string(position.index / batch_) + ") of run " +
+            o_.directory->run_id);
   epoch_first_ = first_;
   return last;
 }
@@ -465,6 +640,9 @@ void run_log::save(tessel::io::snapshot snap, tessel::random::key shuffle_key) {
       .set("precision", o_.precision)
       .set("batch_size", std::to_string(batch_))
       .set("steps_per_epoch", std::to_string(steps_))
+      .set("seed", std::to_string(o_.seed))
+      .set("epochs", std::to_string(o_.epochs))
+      .set("learning_rate", float_text(o_.learning_rate))
       .set("epoch_loss_sum", exact(epoch_loss_))
       .set("epoch_accuracy_sum", exact(epoch_acc_))
       .set("window_loss_sum", exact(window_loss_))
@@ -486,14 +664,9 @@ void run_log::finish() {
   const double epoch_seconds = samples_per_second > 0 ? static_cast<double>(steps_ * batch_) / samples_per_second : 0;
   std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"epochs\": %d, \"steps\": %" PRIu64
               ", \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
-              "\"peak_bytes\": %zu}\n",
+              "\"peak_bytes\": %zu, \"run\": %s}\n",
               o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, first_, accuracy_, epoch_seconds,
-              samples_per_second, peak_bytes_);
-}
-
-std::string run_log::describe(const std::string& model, const std::string& precision, const std::string& batch,
-                            const std::string& steps) {
-  return model + " " + precision + " batch " + batch + ", " + steps + " steps an epoch";
+              samples_per_second, peak_bytes_, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
 }
 
 std::string run_log::exact(double v) {
@@ -521,6 +694,8 @@ int main(int argc, char** argv) {
   if (!parsed) return 2;
   options& o = *parsed;
   if (!check_outputs(o)) return 2;
+  if (!o.checkpoint_dir.empty())
+    if (const auto status = prepare_directory(o)) return *status;
   dataset d;
   try {
     d = load(o);

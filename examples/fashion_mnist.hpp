@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ constexpr std::size_t pixels = 28 * 28;
 constexpr std::size_t classes = 10;
 constexpr std::size_t eval_batch = 1000;  // divides the 10000 test images
 
+// The checkpoint directory of a run, prepared by main before training (fashion_mnist.cpp): its lock, the
+// run's identity, the checkpoint to resume from.
+struct run_directory;
+
 struct options {
   std::string model = "mlp";
   int epochs = 10;
@@ -39,10 +44,13 @@ struct options {
   int steps = 0;  // 0: every full batch of the epoch
   std::string checkpoint_dir;
   bool resume = false;
+  bool resume_or_start = false;  // --resume, or a new run when the directory holds no intact checkpoint
+  bool overwrite = false;        // a new run may delete the directory's checkpoints of another run
   int save_every = 0;  // 0: at the end of each epoch only
   int keep = 3;
   std::string trace;
   std::string curve;  // prefix of <prefix>.csv and <prefix>.svg
+  std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
 };
 
 struct dataset {
@@ -219,12 +227,13 @@ class run_log {
   std::uint64_t total_steps() const { return total_; }
   std::uint64_t first_step() const { return first_; }
 
-  // With --resume: the newest intact checkpoint, checked against the flags, its sums, curve and random
-  // key taken; the caller loads the trees from it. nullopt: start from step 0.
+  // When resuming: the checkpoint main chose (the newest intact one, of this run, checked against the
+  // flags), its sums, curve and random key taken; the caller loads the trees from it. nullopt: step 0.
   std::optional<tessel::io::loaded_checkpoint> resume(tessel::random::key& shuffle_key);
 
   void start();
 
+  // Throws (training stops, nothing of step g is saved) when the loss is not finite.
   void after_step(std::uint64_t g, double loss, double acc, double seconds);
 
   bool epoch_end(std::uint64_t g) const { return (g + 1) % steps_ == 0; }
@@ -232,7 +241,8 @@ class run_log {
 
   void end_epoch(std::uint64_t g, double test_accuracy);
 
-  // Adds the run's metadata to a snapshot holding the trees and hands it to the saver thread.
+  // Adds the run's metadata to a snapshot holding the trees and hands it to the saver thread; throws
+  // rather than save a state holding a NaN or an infinity.
   void save(tessel::io::snapshot snap, tessel::random::key shuffle_key);
 
   bool evaluated() const { return !std::isnan(accuracy_); }
@@ -242,8 +252,6 @@ class run_log {
   void finish();
 
  private:
-  static std::string describe(const std::string& model, const std::string& precision, const std::string& batch,
-                              const std::string& steps);
   static std::string exact(double v);
   static double number(const tessel::io::loaded_checkpoint& c, const char* key) { return std::strtod(c.get(key).c_str(), nullptr); }
 
