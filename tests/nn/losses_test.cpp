@@ -10,7 +10,7 @@
 #include "reference.hpp"
 #include "tessel/nn/losses.hpp"
 #include "tessel/transform/grad.hpp"
-#include "tessel/transform/jit.hpp"
+#include "tessel/jit.hpp"
 
 namespace {
 using tessel::shape;

@@ -3,7 +3,7 @@
 // are known only as values during tracing. Every primitive is declared here and defined in its own
 // file, so a rule can name any primitive without include cycles (sin's rule uses cos and cos's uses
 // sin; broadcast_in_dim's uses reduce_sum and the reverse). Rules only take addresses; the descriptors
-// are read when a program is planned, in code that includes every primitive (transform/jit.hpp).
+// are read when a program is planned, in code that includes every primitive (lax.hpp, through transform/trace.hpp).
 
 #include <algorithm>
 #include <array>
