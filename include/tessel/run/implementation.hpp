@@ -3,12 +3,14 @@
 // (TESSEL_IMPLEMENTATION defined before including tessel/tessel.hpp). Kernels call each primitive's
 // tile functions through its descriptor, so nothing here depends on the program.
 //
-// One arena per run holds the plan's intermediate buffers (plan.arena_bytes, a constant) and each
-// thread's scratch (member tile pointers, tiles, rows, GEMM panels); nothing is allocated inside kernels.
+// One arena holds the plan's intermediate buffers (plan.arena_bytes, a constant) and each thread's
+// scratch (member tile pointers, tiles, rows, GEMM panels); it is the calling thread's, reused by every
+// call, and nothing is allocated inside kernels.
 #ifndef TESSEL_RUN_IMPLEMENTATION_HPP
 #define TESSEL_RUN_IMPLEMENTATION_HPP
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -17,6 +19,10 @@
 #include <memory>
 #include <new>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/kernels/gemm.hpp"
@@ -171,8 +177,7 @@ class executor {
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + scratch_bytes();
     const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + plan::arena_alignment;
-    std::unique_ptr<unsigned char, aligned_delete> arena(static_cast<unsigned char*>(::operator new(total, std::align_val_t{64})));
-    arena_ = arena.get();
+    arena_ = thread_arena(total);
     scratch_ = arena_ + (p_.arena_bytes + plan::arena_alignment - 1) / plan::arena_alignment * plan::arena_alignment;
     run_range(0, p_.kernel_count, pool);
     for (std::size_t o = 0; o < p_.program.output_count; ++o) {
@@ -183,9 +188,33 @@ class executor {
   }
 
  private:
-  struct aligned_delete {
-    void operator()(unsigned char* p) const { ::operator delete(p, std::align_val_t{64}); }
-  };
+  // The calling thread's arena: kept from one call to the next and grown to the largest plan run on the
+  // thread, so a step called again maps no new pages (the caching allocators of PyTorch and XLA keep
+  // their memory the same way). It is freed when the thread ends. One of 2 MiB or more is 2 MiB aligned
+  // and asks for transparent huge pages.
+  static unsigned char* thread_arena(std::size_t bytes) {
+    struct arena {
+      unsigned char* data = nullptr;
+      std::size_t bytes = 0;
+      ~arena() { std::free(data); }
+    };
+    thread_local arena a;
+    if (a.bytes < bytes) {
+      std::free(a.data);
+      a = {};
+      constexpr std::size_t huge = std::size_t{2} << 20;
+      const std::size_t align = bytes >= huge ? huge : 64;
+      const std::size_t size = (bytes + align - 1) / align * align;
+      void* p = std::aligned_alloc(align, size);
+      if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__)
+      if (align == huge) madvise(p, size, MADV_HUGEPAGE);
+#endif
+      a.data = static_cast<unsigned char*>(p);
+      a.bytes = size;
+    }
+    return a.data;
+  }
 
   const ir::node& nd(int id) const { return p_.node(id); }
 
