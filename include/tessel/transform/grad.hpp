@@ -7,8 +7,9 @@
 //   auto [[l, aux], dw] = tessel::value_and_grad<0>(f, tessel::has_aux)(w, x);
 //
 // The transformed function is itself traceable: jit(grad(f)), grad(grad(f)) and jvp(grad(f), ...)
-// compose. Called with tensors, it is jitted on the spot. `grad` needs a scalar floating result; the
-// gradient with respect to an argument has the argument's type.
+// compose. Called with tensors, it is jitted on the spot (include tessel/jit.hpp for that: this header
+// only traces). `grad` needs a scalar floating result; the gradient with respect to an argument has the
+// argument's type.
 
 #include <cstddef>
 #include <tuple>

@@ -18,7 +18,7 @@
 // emitted unchanged; a scan or a cond is emitted whole, with batched bodies (transform/control_batching.hpp:
 // carries batched by a fixpoint, a batched predicate turned into a select). The result is an ordinary
 // program: it composes with jit, grad and vmap in any order, and is fused and planned like any other.
-// Called with tensors, vmap(f) is jitted on the spot.
+// Called with tensors, vmap(f) is jitted on the spot (include tessel/jit.hpp for that).
 
 #include <array>
 #include <cstddef>
