@@ -28,6 +28,8 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 string(REGEX REPLACE "\"}, (tessel::)?fixed_string<[0-9]+(UL)?>{\"" "" joined "${diagnostic}")
+# g++ prints a quote inside a string template argument as \' (axis names in sharding messages).
+string(REPLACE "\\'" "'" joined "${joined}")
 
 foreach(text IN LISTS EXPECT)
   string(FIND "${joined}" "${text}" at)

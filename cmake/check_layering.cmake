@@ -18,6 +18,7 @@ set(layers
   plan
   run
   jit
+  shard_map
   dump
   random
   nn

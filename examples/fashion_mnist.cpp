@@ -11,6 +11,7 @@
 // and checkpoint bookkeeping (run_log).
 // The models and the train step are in fashion_mnist.hpp, instantiated by fashion_mnist_steps.cpp.
 #include "fashion_mnist.hpp"
+#include "tessel/kernels/collective.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -56,6 +57,9 @@ void usage(std::FILE* to) {
                "  --keep N               checkpoints of this run kept, 1 or more (default 3); damaged ones are deleted\n"
                "  --trace FILE           write a Chrome trace (Perfetto, chrome://tracing): steps, named scopes, the\n"
                "                         executor's kernels, per-step time and throughput counters, the warm-up mark\n"
+               "  --devices N            1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
+               "                         a thread with its own arena; the batch is split over them, parameters and\n"
+               "                         Adam state replicated, gradients averaged by an all-reduce. With --batch-size 128\n"
                "  --curve PREFIX         write the loss/accuracy curve to PREFIX.csv and PREFIX.svg (default with\n"
                "                         --checkpoint-dir: DIR/curve; without it: no curve)\n"
                "  --help                 this text\n"
@@ -148,13 +152,16 @@ std::optional<std::string> set_flag(options& o, const std::string& name, const s
     return path(o.trace);
   } else if (name == "--curve") {
     return path(o.curve);
+  } else if (name == "--devices") {
+    if (value != "1" && value != "2" && value != "4") return std::string("is not a compiled mesh size; expected 1, 2 or 4");
+    o.devices = std::stoi(value);
   }
   return std::nullopt;
 }
 
 bool takes_value(const std::string& name) {
   for (const char* f : {"--model", "--precision", "--batch-size", "--epochs", "--steps", "--seed", "--save-every", "--keep",
-                        "--learning-rate", "--data-dir", "--checkpoint-dir", "--trace", "--curve"})
+                        "--learning-rate", "--data-dir", "--checkpoint-dir", "--trace", "--curve", "--devices"})
     if (name == f) return true;
   return false;
 }
@@ -204,6 +211,9 @@ std::optional<options> parse(int argc, char** argv) {
                                       std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
       if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
   }
+  if (o.devices > 1 && o.batch_size != 128)
+    errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
+                     std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
   if (o.overwrite && (o.resume || o.resume_or_start))
     errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
                      " continues one: give one of them");
@@ -268,7 +278,8 @@ std::vector<identity_field> identity(const options& o) {
           {"--seed", "seed", std::to_string(o.seed)},
           {"--epochs", "epochs", std::to_string(o.epochs)},
           {"--steps", "steps_per_epoch", std::to_string(steps_per_epoch(o))},
-          {"--learning-rate", "learning_rate", float_text(o.learning_rate)}};
+          {"--learning-rate", "learning_rate", float_text(o.learning_rate)},
+          {"--devices", "devices", std::to_string(o.devices)}};
 }
 
 // 16 random hex digits.
@@ -662,11 +673,13 @@ void run_log::finish() {
   }
   const double samples_per_second = trained_ > 0 ? static_cast<double>(trained_ * batch_) / train_seconds_ : 0;
   const double epoch_seconds = samples_per_second > 0 ? static_cast<double>(steps_ * batch_) / samples_per_second : 0;
-  std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"epochs\": %d, \"steps\": %" PRIu64
+  // Device 0's time inside collectives (all-reduces of the gradients, loss and accuracy) over the training time.
+  const double all_reduce_share = train_seconds_ > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds_ : 0;
+  std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"devices\": %d, \"epochs\": %d, \"steps\": %" PRIu64
               ", \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
-              "\"peak_bytes\": %zu, \"run\": %s}\n",
-              o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, first_, accuracy_, epoch_seconds,
-              samples_per_second, peak_bytes_, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
+              "\"all_reduce_share\": %.3f, \"peak_bytes\": %zu, \"run\": %s}\n",
+              o_.model.c_str(), o_.precision.c_str(), batch_, o_.devices, o_.epochs, total_, first_, accuracy_, epoch_seconds,
+              samples_per_second, all_reduce_share, peak_bytes_, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
 }
 
 std::string run_log::exact(double v) {

@@ -50,6 +50,7 @@ struct options {
   int keep = 3;
   std::string trace;
   std::string curve;  // prefix of <prefix>.csv and <prefix>.svg
+  int devices = 1;    // data parallel over a mesh ("data", devices) of host devices
   std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
 };
 
@@ -145,11 +146,24 @@ struct loss_fn {
 // optax.adam(cosine_decay_schedule(...)) (the negation is exact, so lr * -d == -lr * d).
 using optimizer = tessel::optim::adam<1.0>;
 
+// Data parallel (--devices N): each device's loss and accuracy on its block of the batch, averaged over
+// the mesh's "data" axis. The gradients of the replicated parameters come back summed over the devices
+// (the transpose of a replicated value's use by device-varying ones is a psum), so with the pmean they
+// are the mean over the whole batch, as on one device.
 template <class C>
+struct data_parallel_loss_fn {
+  template <class P, class X, class Y>
+  constexpr auto operator()(P p, X x, Y y) const {
+    auto [loss, acc] = loss_fn<C>{}(p, x, y);
+    return std::make_tuple(tessel::pmean<"data">(loss), tessel::pmean<"data">(acc));
+  }
+};
+
+template <class C, class Loss = loss_fn<C>>
 struct train_step {
   template <class P, class S, class X, class Y, class L>
   constexpr auto operator()(P params, S state, X x, Y y, L lr) const {
-    auto [value_aux, grads] = tessel::value_and_grad(loss_fn<C>{}, tessel::has_aux)(params, x, y);
+    auto [value_aux, grads] = tessel::value_and_grad(Loss{}, tessel::has_aux)(params, x, y);
     auto [loss, acc] = value_aux;
     auto [direction, next] = optimizer{}.update(grads, state);
     auto updates = tessel::tree_map(
@@ -271,7 +285,19 @@ class run_log {
   clock::time_point epoch_start_;
 };
 
-template <class Model, std::size_t B, class C>
+// The train step on one device (jit, parameters and state donated), or data parallel on a mesh of D.
+template <class C, std::size_t D>
+constexpr auto make_step() {
+  if constexpr (D == 1) {
+    return tessel::jit(train_step<C>{});
+  } else {
+    using tessel::P, tessel::specs;
+    return tessel::shard_map<tessel::mesh<tessel::axis<"data", D>>, specs<P<>, P<>, P<"data">, P<"data">, P<>>, P<>>(
+        train_step<C, data_parallel_loss_fn<C>>{});
+  }
+}
+
+template <class Model, std::size_t B, class C, std::size_t D = 1>
 int run(const options& o, const dataset& d) {
   using clock = std::chrono::steady_clock;
   using state_t = tessel::optim::adam_state<Model>;
@@ -285,11 +311,11 @@ int run(const options& o, const dataset& d) {
   if constexpr (std::is_same_v<Model, mlp<>>) params = init_mlp(init_key);
   else params = init_cnn(init_key);
   state_t opt_state = optimizer{}.init(params);
-  const auto step = tessel::jit(train_step<C>{});
+  const auto step = make_step<C, D>();
   const auto eval = tessel::jit(evaluate<C>{});
   using step_plan = typename decltype(step)::template traced_for<Model, state_t, tensor<float, shape<B, pixels>>,
                                                                  tensor<std::int32_t, shape<B>>, tensor<float, shape<>>>;
-  run_log log(o, B, steps, step_plan::plan.arena_bytes);
+  run_log log(o, B, steps, step_plan::plan.arena_bytes * D);
   // optax.cosine_decay_schedule over the whole run, evaluated at the optimizer's count before each update.
   const tessel::optim::cosine_decay_schedule schedule{.init_value = o.learning_rate,
                                                       .decay_steps = static_cast<std::int32_t>(log.total_steps())};
@@ -331,9 +357,15 @@ int run(const options& o, const dataset& d) {
       lr[0] = schedule(std::get<0>(opt_state));
       profile::scope scope("train_step");
       // Parameters and optimizer state are donated: the step writes the new ones into their buffers.
-      auto [p, st, loss, acc] = step(tessel::donate(params), tessel::donate(opt_state), x, y, lr);
-      params = std::move(p), opt_state = std::move(st);
-      loss_value = loss[0], acc_value = acc[0];
+      if constexpr (D == 1) {
+        auto [p, st, loss, acc] = step(tessel::donate(params), tessel::donate(opt_state), x, y, lr);
+        params = std::move(p), opt_state = std::move(st);
+        loss_value = loss[0], acc_value = acc[0];
+      } else {
+        auto [p, st, loss, acc] = step(params, opt_state, x, y, lr);
+        params = std::move(p), opt_state = std::move(st);
+        loss_value = loss[0], acc_value = acc[0];
+      }
     }
     log.after_step(g, loss_value, acc_value, std::chrono::duration<double>(clock::now() - t0).count());
     if (log.epoch_end(g)) log.end_epoch(g, test_accuracy());

@@ -1,6 +1,7 @@
 // The training loop of the Fashion-MNIST example for one model and precision, chosen by the build
 // (TESSEL_FM_CNN, TESSEL_FM_BF16: examples/CMakeLists.txt compiles this file four times), for every
-// batch size. Each translation unit holds four train steps and four evaluation steps.
+// batch size. Each translation unit holds four train steps and four evaluation steps, and two data-parallel
+// train steps (2 and 4 devices) for the default batch size.
 #include "fashion_mnist.hpp"
 
 #include <type_traits>
@@ -13,7 +14,10 @@ int run_batch(const options& o, const dataset& d) {
     case 32: return run<Model, 32, C>(o, d);
     case 64: return run<Model, 64, C>(o, d);
     case 256: return run<Model, 256, C>(o, d);
-    default: return run<Model, 128, C>(o, d);
+    default:  // the batch size the data-parallel steps are compiled for (--devices 2 or 4)
+      if (o.devices == 2) return run<Model, 128, C, 2>(o, d);
+      if (o.devices == 4) return run<Model, 128, C, 4>(o, d);
+      return run<Model, 128, C>(o, d);
   }
 }
 

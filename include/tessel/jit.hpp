@@ -22,12 +22,14 @@
 namespace tessel {
 namespace detail {
 
-// A traced program and its plan: what one call of a jitted function runs.
-template <class F, class... Args>
-struct planned : traced<F, Args...> {
-  static constexpr plan::plan<traced<F, Args...>::nodes, traced<F, Args...>::outputs> plan =
-      plan::make_plan(traced<F, Args...>::program);
+// A traced program and its plan: what one call of a jitted function (or one device of a shard_map) runs.
+template <class Context, class F, class... Args>
+struct planned_in : traced_in<Context, F, Args...> {
+  static constexpr plan::plan<traced_in<Context, F, Args...>::nodes, traced_in<Context, F, Args...>::outputs> plan =
+      plan::make_plan(traced_in<Context, F, Args...>::program);
 };
+template <class F, class... Args>
+using planned = planned_in<no_context, F, Args...>;
 
 // The data of every leaf of an argument, in tree order (a scalar is its own datum).
 template <class A>

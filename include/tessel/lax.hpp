@@ -1,6 +1,9 @@
 #pragma once
 // Every primitive (JAX's lax): one file each under prim/.
 #include "tessel/prim/abs.hpp"
+#include "tessel/prim/all_gather.hpp"
+#include "tessel/prim/all_to_all.hpp"
+#include "tessel/prim/axis_index.hpp"
 #include "tessel/prim/add.hpp"
 #include "tessel/prim/argmax.hpp"
 #include "tessel/prim/broadcast_in_dim.hpp"
@@ -35,6 +38,12 @@
 #include "tessel/prim/neg.hpp"
 #include "tessel/prim/pad.hpp"
 #include "tessel/prim/parameter.hpp"
+#include "tessel/prim/pmax.hpp"
+#include "tessel/prim/pmin.hpp"
+#include "tessel/prim/ppermute.hpp"
+#include "tessel/prim/psum.hpp"
+#include "tessel/prim/psum_scatter.hpp"
+#include "tessel/prim/pvary.hpp"
 #include "tessel/prim/pow.hpp"
 #include "tessel/prim/random_uniform.hpp"
 #include "tessel/prim/reduce_max.hpp"
@@ -59,7 +68,7 @@
 namespace tessel {
 // Every primitive descriptor, for the checkers that must cover them all (tests/vmap/coverage_test.cpp):
 // a new primitive is added here as well as in prim/build.hpp.
-inline constexpr std::array<const ir::primitive*, 60> all_primitives{
+inline constexpr std::array<const ir::primitive*, 69> all_primitives{
     &prim::abs_p, &prim::add_p, &prim::argmax_p, &prim::broadcast_in_dim_p, &prim::concatenate_p, &prim::control_p,
     &prim::conv_filter_grad_p, &prim::conv_general_p, &prim::conv_input_grad_p, &prim::convert_element_type_p, &prim::cos_p,
     &prim::div_p, &prim::dot_general_p, &prim::eq_p, &prim::erf_p, &prim::erf_inv_p, &prim::exp_p, &prim::expm1_p,
@@ -69,5 +78,6 @@ inline constexpr std::array<const ir::primitive*, 60> all_primitives{
     &prim::reduce_sum_p, &prim::reduce_window_max_p, &prim::reduce_window_sum_p, &prim::reduce_window_sum_transpose_p,
     &prim::region_parameter_p, &prim::remat_p, &prim::reshape_p, &prim::rsqrt_p, &prim::select_and_gather_add_p,
     &prim::select_and_scatter_add_p, &prim::select_p, &prim::sign_p, &prim::sin_p, &prim::slice_p, &prim::sqrt_p,
-    &prim::stop_gradient_p, &prim::sub_p, &prim::tanh_p, &prim::transpose_p};
+    &prim::stop_gradient_p, &prim::sub_p, &prim::tanh_p, &prim::transpose_p, &prim::psum_p, &prim::pvary_p, &prim::pmax_p, &prim::pmin_p,
+    &prim::all_gather_p, &prim::psum_scatter_p, &prim::ppermute_p, &prim::all_to_all_p, &prim::axis_index_p};
 }  // namespace tessel

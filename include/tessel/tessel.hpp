@@ -25,6 +25,8 @@
 #include "tessel/transform/cond.hpp"
 #include "tessel/transform/grad.hpp"
 #include "tessel/jit.hpp"
+#include "tessel/core/mesh.hpp"
+#include "tessel/shard_map.hpp"
 #include "tessel/transform/scan.hpp"
 #include "tessel/transform/vmap.hpp"
 

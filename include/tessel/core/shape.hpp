@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -21,6 +22,11 @@
 #include "tessel/core/fixed_string.hpp"
 
 namespace tessel {
+
+// JAX's None where an axis may be named: vmap's in_axes / out_axes entry for an argument not mapped, and a
+// PartitionSpec entry for a dimension not split (core/mesh.hpp).
+inline constexpr long none = std::numeric_limits<long>::min();
+
 
 template <std::size_t R>
 using dims_t = std::array<std::size_t, R>;

@@ -153,6 +153,9 @@ struct primitive {
   jvp_fn jvp = nullptr;
   batch_fn batch = nullptr;            // vmap; primitives without operands (parameters, literals, generators) need none
   bool differentiable = true;          // false: the result is piecewise constant (floor, comparisons, argmax)
+  // Inside shard_map, the mesh axes the result varies along, given the union of the operands' (a
+  // collective's rule: psum removes its axes, all_gather adds them). Null: that union.
+  std::uint8_t (*varying)(const node& n, std::uint8_t operands) = nullptr;
   double flops_per_element = 1;    // for cost estimates in dump
 };
 
@@ -163,11 +166,14 @@ struct node {
   dims shape{};
   std::array<int, max_operands> operands{-1, -1, -1};
   std::uint8_t arity = 0;
+  // Inside shard_map: the mesh axes along which the value may differ between devices, bit a for mesh
+  // axis a (JAX's varying manual axes, check_vma). 0 everywhere else.
+  std::uint8_t varying = 0;
   attributes attr{};
 
   constexpr bool operator==(const node& o) const {
     return prim == o.prim && dtype == o.dtype && operand_dtype == o.operand_dtype && shape == o.shape && operands == o.operands && arity == o.arity &&
-           attr == o.attr;
+           varying == o.varying && attr == o.attr;
   }
   constexpr int operand(std::size_t i) const { return operands[i]; }
 };
@@ -199,10 +205,38 @@ struct construct_record {
   int first_node = 0;        // the table's size when the construct began: its regions' nodes come after
 };
 
+// The mesh a shard_map body is traced over (names and sizes, mesh order), as values: collectives
+// resolve their axis names against it while they are traced. Empty (rank 0) outside shard_map.
+struct mesh_shape {
+  std::size_t rank = 0;
+  std::array<std::array<char, 24>, 8> names{};
+  std::array<std::size_t, 8> sizes{};
+
+  constexpr std::string_view name(std::size_t a) const {
+    std::size_t n = 0;
+    while (n < names[a].size() && names[a][n] != '\0') ++n;
+    return {names[a].data(), n};
+  }
+  constexpr int index_of(std::string_view n) const {
+    for (std::size_t a = 0; a < rank; ++a)
+      if (name(a) == n) return static_cast<int>(a);
+    return -1;
+  }
+  constexpr std::size_t devices() const {
+    std::size_t d = 1;
+    for (std::size_t a = 0; a < rank; ++a) d *= sizes[a];
+    return d;
+  }
+  constexpr bool operator==(const mesh_shape&) const = default;
+};
+
 // Collects nodes during tracing; merges a node identical to an earlier one (hash-consing).
 class graph_builder {
  public:
-  constexpr int add(const node& n) {
+  constexpr int add(node n) {
+    std::uint8_t operands = 0;
+    for (std::size_t i = 0; i < n.arity; ++i) operands |= nodes_[static_cast<std::size_t>(n.operands[i])].varying;
+    n.varying = n.prim->varying ? n.prim->varying(n, operands) : operands;
     const std::size_t h = hash(n);
     if (table_.empty()) table_.assign(1024, -1);
     if (nodes_.size() * 2 >= table_.size()) rehash();
@@ -242,6 +276,19 @@ class graph_builder {
       missing_rule = p;
       missing_rule_kind = kind;
     }
+  }
+
+  // The mesh of the shard_map being traced (empty outside one).
+  mesh_shape mesh{};
+
+  // The first rule broken while tracing that only values can show (a collective's axis name not bound
+  // by a shard_map, a scan carry gaining varying axes): its message, reported at the user's call.
+  std::array<char, 480> error{};
+  std::size_t error_size = 0;
+  constexpr void report_error(std::string_view message) {
+    if (error_size != 0) return;
+    for (char c : message)
+      if (error_size + 1 < error.size()) error[error_size++] = c;
   }
 
  private:

@@ -22,6 +22,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -31,6 +32,7 @@
 #include <sched.h>
 #endif
 
+#include "tessel/kernels/collective.hpp"
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/kernels/gemm_xsimd-inl.hpp"
 #include "tessel/kernels/hwy_math.hpp"
@@ -163,11 +165,16 @@ thread_pool::~thread_pool() {
   for (auto& w : workers_) w.join();
 }
 
+bool& thread_pool::serial_here() {
+  thread_local bool serial = false;
+  return serial;
+}
+
 void thread_pool::parallel_for(std::size_t count, std::size_t grain,
                                const std::function<void(std::size_t, std::size_t, std::size_t)>& body) {
   if (count == 0) return;
   grain = std::max<std::size_t>(grain, 1);
-  if (workers_.empty() || count <= grain) {
+  if (workers_.empty() || count <= grain || serial_here()) {
     body(0, count, 0);
     return;
   }
@@ -220,6 +227,70 @@ void thread_pool::work(std::size_t thread_index) {
       if (--busy_ == 0) done_.notify_one();
     }
   }
+}
+
+communicator::communicator(const std::size_t* axis_sizes, std::size_t rank) : rank_(rank) {
+  for (std::size_t a = 0; a < rank; ++a) {
+    sizes_[a] = axis_sizes[a];
+    devices_ *= axis_sizes[a];
+  }
+  inputs_.assign(devices_, nullptr);
+  outputs_.assign(devices_, nullptr);
+}
+
+std::size_t communicator::coordinate(std::size_t device, std::size_t axis) const {
+  for (std::size_t a = rank_; a-- > axis + 1;) device /= sizes_[a];
+  return device % sizes_[axis];
+}
+
+namespace {
+std::atomic<std::uint64_t>& collective_clock() {
+  static std::atomic<std::uint64_t> nanoseconds{0};
+  return nanoseconds;
+}
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::uint64_t collective_nanoseconds() { return collective_clock().load(std::memory_order_relaxed); }
+
+void communicator::publish(std::size_t device, const void* in, void* out) {
+  if (device == 0) started_ = now_ns();
+  inputs_[device] = in;
+  outputs_[device] = out;
+  arrive_and_wait();
+}
+
+void communicator::finish(std::size_t device) {
+  arrive_and_wait();
+  if (device == 0) collective_clock().fetch_add(static_cast<std::uint64_t>(now_ns() - started_), std::memory_order_relaxed);
+}
+
+// A counting barrier: the last device to arrive opens the next generation. Waiters spin briefly (a
+// collective's devices usually arrive together) and then sleep on the generation word, so devices that
+// outnumber the cores do not burn them.
+void communicator::arrive_and_wait() {
+  if (devices_ == 1) return;
+  const std::uint32_t generation = generation_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == devices_) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+    generation_.notify_all();
+    return;
+  }
+  for (int spin = 0; spin < 2000; ++spin) {
+    if (generation_.load(std::memory_order_acquire) != generation) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  while (generation_.load(std::memory_order_acquire) == generation) generation_.wait(generation, std::memory_order_acquire);
+}
+
+device_context& this_device() {
+  thread_local device_context context;
+  return context;
 }
 
 }  // namespace tessel::kernels

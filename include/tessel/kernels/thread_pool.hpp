@@ -41,6 +41,10 @@ class thread_pool {
   // The process's pool (made at the first call).
   static thread_pool& host();
 
+  // Set on a thread that runs as one device of a mesh among several (run/mesh.hpp): its parallel_for calls
+  // run on it alone, so the devices share the cores as whole threads and none waits for the pool.
+  static bool& serial_here();
+
  private:
   void drain(std::size_t thread_index);
   void work(std::size_t thread_index);

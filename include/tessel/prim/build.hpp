@@ -21,7 +21,8 @@ extern const ir::primitive abs_p, add_p, argmax_p, broadcast_in_dim_p, concatena
     pad_p, parameter_p, pow_p, reduce_max_p, reduce_min_p, reduce_sum_p, reduce_window_max_p, reduce_window_sum_p,
     reduce_window_sum_transpose_p, reshape_p, rsqrt_p, select_and_gather_add_p, select_and_scatter_add_p, select_p,
     sign_p, sin_p, slice_p, sqrt_p, sub_p, tanh_p, transpose_p, stop_gradient_p, optimization_barrier_p, remat_p,
-    region_parameter_p, control_p, materialize_p;
+    region_parameter_p, control_p, materialize_p, psum_p, pvary_p, pmax_p, pmin_p, all_gather_p, psum_scatter_p,
+    ppermute_p, all_to_all_p, axis_index_p;
 
 namespace build {
 

@@ -10,6 +10,9 @@
 #define TESSEL_RUN_IMPLEMENTATION_HPP
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <array>
 #include <chrono>
@@ -25,12 +28,14 @@
 #endif
 
 #include "tessel/core/bfloat16.hpp"
+#include "tessel/kernels/collective.hpp"
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/kernels/thread_pool.hpp"
 #include "tessel/lax.hpp"  // every primitive descriptor, so this translation unit sees them all
 #include "tessel/plan/plan.hpp"
 #include "tessel/prim/dot_general.hpp"
 #include "tessel/run/executor.hpp"
+#include "tessel/run/mesh.hpp"
 
 namespace tessel::run {
 
@@ -710,6 +715,94 @@ class executor {
 
 void execute(const plan::plan_view& plan, const void* const* parameters, void* const* outputs) {
   executor(plan, parameters, outputs).run();
+}
+
+namespace {
+
+// The device threads past the caller's, started when a mesh first needs them and kept (each keeps its
+// arena). One mesh runs at a time.
+class device_threads {
+ public:
+  static device_threads& get() {
+    static device_threads threads;
+    return threads;
+  }
+
+  void run(const std::size_t* sizes, std::size_t rank, void (*body)(void*, std::size_t), void* context) {
+    std::lock_guard call(call_mutex_);
+    kernels::communicator comm(sizes, rank);
+    const std::size_t devices = comm.devices();
+    while (workers_.size() + 1 < devices) {
+      const std::size_t device = workers_.size() + 1;
+      workers_.emplace_back([this, device] { work(device); });
+    }
+    {
+      std::lock_guard lock(mutex_);
+      body_ = body;
+      context_ = context;
+      comm_ = &comm;
+      devices_ = devices;
+      pending_ = devices - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    run_as(0);
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    comm_ = nullptr;
+  }
+
+  ~device_threads() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+ private:
+  void run_as(std::size_t device) {
+    kernels::device_context& d = kernels::this_device();
+    bool& serial = thread_pool::serial_here();
+    const bool was_serial = serial;
+    d = {comm_, device};
+    serial = devices_ > 1;
+    body_(context_, device);
+    serial = was_serial;
+    d = {};
+  }
+
+  void work(std::size_t device) {
+    std::size_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+        if (device >= devices_) continue;
+      }
+      run_as(device);
+      std::lock_guard lock(mutex_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex call_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  void (*body_)(void*, std::size_t) = nullptr;
+  void* context_ = nullptr;
+  kernels::communicator* comm_ = nullptr;
+  std::size_t devices_ = 0, pending_ = 0, generation_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+void on_devices(const std::size_t* axis_sizes, std::size_t rank, void (*body)(void*, std::size_t), void* context) {
+  device_threads::get().run(axis_sizes, rank, body, context);
 }
 
 }  // namespace tessel::run

@@ -117,4 +117,19 @@ constexpr double ring_all_reduce_seconds(const target& t, std::size_t devices, d
   return 2 * (n - 1) * t.ici_alpha_s + 2 * (n - 1) / n * bytes * t.ici_beta_s_per_byte;
 }
 
+// Alpha-beta seconds of one collective over a group of `devices`, `bytes` being the larger of its operand
+// and result per device (SHARDING.md §5.1, MPICH's ring algorithms): all-reduce (psum, pmax, pmin)
+// 2(N-1)α + 2(N-1)/N·n·β; all-gather, reduce-scatter and all-to-all (N-1)α + (N-1)/N·n·β; a permutation
+// α + n·β (each device sends once, all at the same time); 0 for what moves nothing (pvary, axis_index).
+enum class collective_kind : std::uint8_t { none, all_reduce, all_gather, reduce_scatter, all_to_all, permute };
+constexpr double collective_seconds(const target& t, collective_kind kind, std::size_t devices, double bytes) {
+  if (devices <= 1 || kind == collective_kind::none) return 0;
+  const double n = static_cast<double>(devices);
+  switch (kind) {
+    case collective_kind::all_reduce: return ring_all_reduce_seconds(t, devices, bytes);
+    case collective_kind::permute: return t.ici_alpha_s + bytes * t.ici_beta_s_per_byte;
+    default: return (n - 1) * t.ici_alpha_s + (n - 1) / n * bytes * t.ici_beta_s_per_byte;
+  }
+}
+
 }  // namespace tessel

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "tessel/ir/graph.hpp"
@@ -166,6 +167,22 @@ constexpr std::vector<pulled> pull(ir::graph_builder& g, int id, int ct) {
   return out;
 }
 
+// Inside shard_map, a cotangent that varies along mesh axes its primal does not (an invariant value used by
+// device-varying ones, as replicated weights by a sharded batch) is summed over those axes: JAX's implicit
+// pvary, whose transpose is psum. Outside shard_map nothing varies and this returns ct.
+constexpr int invariant_cotangent(ir::graph_builder& g, int ct, int primal) {
+  const auto extra = static_cast<std::uint8_t>(g[ct].varying & ~g[primal].varying);
+  if (extra == 0) return ct;
+  ir::attributes a;
+  a.push(0);
+  for (std::size_t axis = 0; axis < 8; ++axis)
+    if (extra & (1u << axis)) {
+      a.ints[0] += 1;
+      a.push(static_cast<std::int64_t>(axis));
+    }
+  return prim::build::make(g, prim::psum_p, g[ct].dtype, g[ct].shape, {ct}, a);
+}
+
 // Cotangents of `wrt` given cotangents of several nodes (seeds: target node, cotangent); only nodes at or
 // above `floor` pass cotangents on (a body's backward pass stops at the values it reads from outside).
 constexpr std::vector<int> reverse(ir::graph_builder& g, const std::vector<pulled>& seeds, const std::vector<int>& wrt, int floor = 0) {
@@ -186,7 +203,7 @@ constexpr std::vector<int> reverse(ir::graph_builder& g, const std::vector<pulle
     for (const pulled& p : back) {
       const auto target = static_cast<std::size_t>(p.target);
       if (p.ct < 0 || !active[target]) continue;
-      ct[target] = prim::build::add(g, ct[target], p.ct);
+      ct[target] = prim::build::add(g, ct[target], invariant_cotangent(g, p.ct, p.target));
     }
   }
   std::vector<int> result;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -88,15 +89,24 @@ consteval bool check_traceable() {
   }
 }
 
+// Where a function is traced: on its own (jit, no_context), or as a shard_map body (transform/shard_map.hpp),
+// whose context gives the graph its mesh and each argument leaf the mesh axes it varies along.
+struct no_context {
+  static constexpr void prepare(ir::graph_builder&) {}
+  static constexpr std::uint8_t varying(std::size_t) { return 0; }
+};
+
 // Every leaf of every argument becomes a parameter node, numbered in tree order.
-template <class F, class... Args, std::size_t... I>
+template <class Context, class F, class... Args, std::size_t... I>
 constexpr auto call_with_parameters(ir::graph_builder& g, std::index_sequence<I...>) {
   using params = std::tuple<typename traced_arg<Args>::type...>;
+  Context::prepare(g);
   params p{};
   int next = 0;
   tree::for_each(p, [&](auto& leaf) {
     using L = std::remove_cvref_t<decltype(leaf)>;
-    leaf = prim::parameter<typename L::value_type, typename L::shape_type>(&g, next++);
+    const int index = next++;
+    leaf = prim::parameter<typename L::value_type, typename L::shape_type>(&g, index, Context::varying(static_cast<std::size_t>(index)));
   });
   g.parameter_count = next;
   if constexpr (std::is_empty_v<F> && std::is_default_constructible_v<F>) return F{}(std::get<I>(p)...);
@@ -108,19 +118,24 @@ constexpr void record_outputs(ir::graph_builder& g, const R& result) {
   tree::for_each(result, [&](const auto& leaf) { g.outputs.push_back(leaf.id); });
 }
 
-// What tracing found besides the nodes: their number and the first primitive missing a rule.
+// What tracing found besides the nodes: their number, the first primitive missing a rule, the first rule
+// broken that only values show (ir::graph_builder::report_error), and the outputs' varying mesh axes.
+template <std::size_t Outputs>
 struct trace_summary {
   std::size_t nodes = 0;
   bool missing_rule = false;
   fixed_string<48> primitive{};
   fixed_string<8> rule{};
+  fixed_string<480> error{};
+  std::array<std::uint8_t, Outputs + 1> varying{};
 };
 
-template <class F, class... Args>
-struct traced {
+template <class Context, class F, class... Args>
+struct traced_in {
   static_assert(check_traceable<F, Args...>(), "tessel::jit: see the message above");
-  using raw_result = decltype(call_with_parameters<F, Args...>(std::declval<ir::graph_builder&>(),
-                                                              std::index_sequence_for<Args...>{}));
+  using raw_result = decltype(call_with_parameters<Context, F, Args...>(std::declval<ir::graph_builder&>(),
+                                                                       std::index_sequence_for<Args...>{}));
+  static constexpr std::size_t outputs = traced_result<raw_result>::count;
 
   static constexpr bool result_ok = [] {
     if constexpr (!traced_result<raw_result>::supported)
@@ -129,11 +144,13 @@ struct traced {
     return traced_result<raw_result>::supported;
   }();
 
-  static consteval trace_summary summarize() {
+  static consteval trace_summary<outputs> summarize() {
     ir::graph_builder g;
-    record_outputs(g, call_with_parameters<F, Args...>(g, std::index_sequence_for<Args...>{}));
-    trace_summary t;
+    record_outputs(g, call_with_parameters<Context, F, Args...>(g, std::index_sequence_for<Args...>{}));
+    trace_summary<outputs> t;
     t.nodes = g.size();
+    for (std::size_t i = 0; i < g.error_size; ++i) t.error.text[i] = g.error[i];
+    for (std::size_t o = 0; o < g.outputs.size() && o < outputs; ++o) t.varying[o] = g[g.outputs[o]].varying;
     if (g.missing_rule != nullptr) {
       t.missing_rule = true;
       for (std::size_t i = 0; i < g.missing_rule->name.size() && i + 1 < 48; ++i) t.primitive.text[i] = g.missing_rule->name[i];
@@ -141,9 +158,11 @@ struct traced {
     }
     return t;
   }
-  static constexpr trace_summary summary = summarize();
+  static constexpr trace_summary<outputs> summary = summarize();
   static_assert([] {
-    if constexpr (summary.missing_rule) {
+    if constexpr (summary.error.text[0] != '\0') {
+      raise<fit<[] { return message_builder{} << summary.error; }>()>();
+    } else if constexpr (summary.missing_rule) {
       raise<fit<[] {
         const bool batching = summary.rule.text[0] == 'b';
         return message_builder{} << "tessel: a transform needs the " << summary.rule << " rule of primitive "
@@ -156,17 +175,19 @@ struct traced {
   }());
 
   static constexpr std::size_t nodes = summary.nodes;
-  static constexpr std::size_t outputs = traced_result<raw_result>::count;
 
   static consteval ir::program<nodes, outputs> freeze() {
     ir::graph_builder g;
-    record_outputs(g, call_with_parameters<F, Args...>(g, std::index_sequence_for<Args...>{}));
+    record_outputs(g, call_with_parameters<Context, F, Args...>(g, std::index_sequence_for<Args...>{}));
     return ir::program<nodes, outputs>::freeze(g);
   }
 
   static constexpr ir::program<nodes, outputs> program = freeze();
   using result = typename traced_result<raw_result>::type;
 };
+
+template <class F, class... Args>
+using traced = traced_in<no_context, F, Args...>;
 
 }  // namespace detail
 

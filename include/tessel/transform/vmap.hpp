@@ -37,9 +37,6 @@
 
 namespace tessel {
 
-// An in_axes / out_axes entry: the argument is not mapped (JAX's None).
-inline constexpr long none = std::numeric_limits<long>::min();
-
 template <long... Axes>
 struct in_axes_t {
   static constexpr std::array<long, sizeof...(Axes)> values{Axes...};
@@ -391,8 +388,10 @@ struct vmap_fn {
         constexpr auto axes = vmap_detail::leaf_axes_array<In, Args...>();
 
         ir::graph_builder inner;
+        inner.mesh = g.mesh;  // collectives inside a vmapped function inside shard_map see its mesh
         const R r = vmap_detail::trace_unbatched<F, In, Args...>(inner);
         if (inner.missing_rule != nullptr) g.report_missing(inner.missing_rule, inner.missing_rule_kind);
+        if (inner.error_size != 0) g.report_error(std::string_view(inner.error.data(), inner.error_size));
 
         // Every node of f, in order, emitted into the caller's graph with its batch axis (-1: none);
         // scans and switches whole (transform/control_batching.hpp).

@@ -1,0 +1,319 @@
+#pragma once
+// shard_map (JAX's jax.shard_map): f runs on every device of a mesh, each on its block of the arguments,
+// with explicit collectives between them; results are put together as the out_specs say.
+//
+//   using M = tessel::mesh<tessel::axis<"data", 4>>;
+//   auto total = tessel::shard_map<M, tessel::specs<tessel::P<"data">>, tessel::P<>>(
+//       [](auto x) { return tessel::psum<"data">(tessel::reduce_sum<0>(x)); });
+//   tensor<float, shape<>> s = total(x);   // x: f32[16]; each device sums 4 elements, psum adds the 4 sums
+//
+// in_specs: one PartitionSpec per argument: its dimensions are split over the named mesh axes and every
+// device gets its block; an argument is the same on every device along the axes its spec does not name.
+// out_specs: one per returned tuple element (or one for all): blocks are concatenated along the named axes;
+// along the others the result must be the same on every device, which tracing proves (a compile error
+// otherwise, transform/shard_map.hpp). Trees (structs of parameters) and scalars pass whole (P<>).
+//
+// f is traced and planned once per list of argument types, at the block shapes. Each device runs the plan on
+// its own thread with its own arena (run/mesh.hpp); a block that is one contiguous piece of an argument or
+// a result is read or written in place, others are copied. Collectives add in a fixed order, so a call
+// repeated gives bit-identical results.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessel/jit.hpp"
+#include "tessel/prim/reshape.hpp"
+#include "tessel/prim/family/layout.hpp"
+#include "tessel/run/mesh.hpp"
+#include "tessel/transform/shard_map.hpp"
+
+namespace tessel {
+namespace shard_detail {
+
+// The global type of a result leaf made of blocks laid out by Spec.
+template <class M, class Spec, class X>
+struct global_result {
+  using type = X;
+};
+template <class M, class Spec, class T, class S>
+struct global_result<M, Spec, tensor<T, S>> {
+  using type = tensor<T, sharding::global_shape_t<M, Spec, S>>;
+};
+template <class M, class OutSpecs, class R>
+struct global_results {
+  using type = typename global_result<M, spec_at_t<0, OutSpecs>, R>::type;
+};
+template <class M, class OutSpecs, class... X>
+  requires(spec_count<OutSpecs>::value > 1)
+struct global_results<M, OutSpecs, std::tuple<X...>> {
+  using type = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple<typename global_result<M, spec_at_t<I, OutSpecs>, X>::type...>{};
+  }(std::index_sequence_for<X...>{}));
+};
+
+// Is the block of a row-major S that one device holds (shape L) one contiguous piece?
+template <class S, class L>
+constexpr bool contiguous_block() {
+  std::size_t i = 0;
+  while (i < S::rank && L::dims[i] == S::dims[i]) ++i;
+  if (i == S::rank) return true;
+  for (std::size_t j = 0; j < i; ++j)
+    if (S::dims[j] != 1) return false;
+  for (std::size_t j = i + 1; j < S::rank; ++j)
+    if (L::dims[j] != S::dims[j]) return false;
+  return true;
+}
+
+// Where device `device`'s block starts in the global array, per dimension.
+template <class M, class Spec, class L>
+constexpr std::array<std::ptrdiff_t, ir::max_rank> block_start(std::size_t device) {
+  std::array<std::ptrdiff_t, ir::max_rank> start{};
+  for (std::size_t d = 0; d < L::rank; ++d) start[d] = static_cast<std::ptrdiff_t>(sharding::block_index<M, Spec>(device, d) * L::dims[d]);
+  return start;
+}
+template <class S>
+constexpr std::size_t offset_of(const std::array<std::ptrdiff_t, ir::max_rank>& start) {
+  std::size_t at = 0;
+  for (std::size_t d = 0; d < S::rank; ++d) at += static_cast<std::size_t>(start[d]) * S::strides[d];
+  return at;
+}
+
+// Does `device` hold the block a result takes (coordinate 0 along every axis the spec does not name)?
+template <class M, class Spec>
+constexpr bool represents(std::size_t device) {
+  const auto c = M::coordinates(device);
+  const std::uint8_t named = sharding::axes_mask<M, Spec>();
+  for (std::size_t a = 0; a < M::rank; ++a)
+    if (!(named & (1u << a)) && c[a] != 0) return false;
+  return true;
+}
+
+struct aligned_buffer {
+  struct release {
+    void operator()(unsigned char* p) const noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
+  };
+  std::unique_ptr<unsigned char, release> data;
+  explicit aligned_buffer(std::size_t bytes)
+      : data(static_cast<unsigned char*>(::operator new(bytes ? bytes : 1, std::align_val_t{tensor_alignment}))) {}
+};
+
+template <std::size_t D, std::size_t Params, std::size_t Outputs>
+struct device_job {
+  const plan::plan_view* view = nullptr;
+  std::array<std::array<const void*, Params + 1>, D> parameters{};
+  std::array<std::array<void*, Outputs + 1>, D> outputs{};
+  std::vector<aligned_buffer> scratch;
+  struct copy_back {
+    void (*copy)(const void* block, void* global, std::size_t device) = nullptr;
+    const void* block = nullptr;
+    void* global = nullptr;
+    std::size_t device = 0;
+  };
+  std::vector<copy_back> copies;
+
+  static void run_device(void* job, std::size_t device) {
+    auto& j = *static_cast<device_job*>(job);
+    run::execute(*j.view, j.parameters[device].data(), j.outputs[device].data());
+  }
+};
+
+// Copies a block between a device's buffer (dense, shape L) and its place in a global S.
+template <class M, class Spec, class T, class S, class L>
+void copy_block(const void* from, void* to, std::size_t device, bool to_global) {
+  const auto start = block_start<M, Spec, L>(device);
+  prim::box_side local = prim::dense_side(ir::dims_of<L>()), global = prim::dense_side(ir::dims_of<S>());
+  global.start = start;
+  std::array<std::size_t, ir::max_rank> extent{};
+  for (std::size_t d = 0; d < L::rank; ++d) extent[d] = L::dims[d];
+  if (to_global) prim::copy_box(ir::code_of<T>(), extent, L::rank, local, from, global, to);
+  else prim::copy_box(ir::code_of<T>(), extent, L::rank, global, from, local, to);
+}
+
+}  // namespace shard_detail
+
+template <class M, class InSpecs, class OutSpecs, class F>
+class sharded {
+  static_assert(is_mesh_v<M>, "tessel::shard_map: the first template argument is the mesh type, tessel::mesh<tessel::axis<\"name\", size>, ...>");
+  using in_specs = typename shard_detail::spec_list<InSpecs>::type;
+  using out_specs = typename shard_detail::spec_list<OutSpecs>::type;
+
+  template <class... A, std::size_t... I>
+  static auto planned_for(std::index_sequence<I...>)
+      -> detail::planned_in<shard_detail::context<M, in_specs, A...>, F,
+                            typename shard_detail::local_arg<M, shard_detail::spec_at_t<I, in_specs>, A>::type...>;
+
+ public:
+  // Runs f on every device of M and returns the results put together by out_specs.
+  template <class... A>
+  auto operator()(const A&... args) const {
+    return call(std::index_sequence_for<A...>{}, detail::normalize_scalar(args)...);
+  }
+
+  // The per-device program and plan for these (global) argument types.
+  template <class... A>
+  using traced_for = decltype(planned_for<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>...>(
+      std::index_sequence_for<A...>{}));
+
+ private:
+  template <std::size_t... I, class... A>
+  auto call(std::index_sequence<I...> seq, const A&... args) const {
+    static_assert(shard_detail::check_arguments<M, in_specs, A...>(), "tessel::shard_map: see the message above");
+    using t = decltype(planned_for<A...>(seq));
+    using local_result = typename t::raw_result;
+    static_assert(shard_detail::check_out_specs<M, out_specs, local_result>(), "tessel::shard_map: see the message above");
+    static_assert(check_replication<t, local_result>(), "tessel::shard_map: see the message above");
+    using result_type = typename shard_detail::global_results<M, out_specs, typename t::result>::type;
+    constexpr std::size_t D = M::devices;
+    constexpr std::size_t params = t::program.parameter_count;
+    const plan::plan_view view = plan::view_of(t::plan);
+
+    shard_detail::device_job<D, params, t::outputs> job;
+    job.view = &view;
+    std::size_t leaf = 0;
+    (place_argument<shard_detail::spec_at_t<I, in_specs>>(args, leaf, job), ...);
+
+    auto result = tree::build<result_type>([](auto l) { return typename decltype(l)::type(uninitialized); });
+    place_results(result, job);
+    run::on_devices(M::sizes.data(), M::rank, &decltype(job)::run_device, &job);
+    for (const auto& c : job.copies) c.copy(c.block, c.global, c.device);
+    return result;
+  }
+
+  template <class T, class R>
+  static consteval bool check_replication() {
+    return []<std::size_t... L>(std::index_sequence<L...>) {
+      return (shard_detail::check_replication<M, out_specs, L, shard_detail::out_spec_of_leaf_v<out_specs, R>[L], T::summary.varying[L]>() && ...);
+    }(std::make_index_sequence<T::outputs>{});
+  }
+
+  // Every device's pointer to each leaf of an argument: the argument itself where it is not split, else the
+  // device's block (in place when contiguous, else a copy).
+  template <class Spec, class A, class Job>
+  static void place_argument(const A& a, std::size_t& leaf, Job& job) {
+    if constexpr (!is_tensor_v<A>) {
+      const void* leaves[shard_detail::leaf_count<A>() + 1];
+      std::size_t n = 0;
+      detail::argument_pointers(a, leaves, n);
+      for (std::size_t d = 0; d < M::devices; ++d)
+        for (std::size_t l = 0; l < n; ++l) job.parameters[d][leaf + l] = leaves[l];
+      leaf += n;
+    } else {
+      using T = typename A::value_type;
+      using S = typename A::shape_type;
+      using L = sharding::local_shape_t<M, Spec, S>;
+      for (std::size_t d = 0; d < M::devices; ++d) {
+        if constexpr (std::is_same_v<L, S>) {
+          job.parameters[d][leaf] = a.data();
+        } else if constexpr (shard_detail::contiguous_block<S, L>()) {
+          job.parameters[d][leaf] = a.data() + shard_detail::offset_of<S>(shard_detail::block_start<M, Spec, L>(d));
+        } else {
+          job.scratch.emplace_back(L::size * sizeof(T));
+          shard_detail::copy_block<M, Spec, T, S, L>(a.data(), job.scratch.back().data.get(), d, false);
+          job.parameters[d][leaf] = job.scratch.back().data.get();
+        }
+      }
+      ++leaf;
+    }
+  }
+
+  // Every device's pointer to each result leaf: the result itself (or its block, when contiguous) for the
+  // devices whose block the result takes, scratch for the others.
+  template <class Result, class Job>
+  static void place_results(Result& result, Job& job) {
+    std::size_t leaf = 0;
+    if constexpr (shard_detail::spec_count<out_specs>::value == 1) {
+      place_leaves<shard_detail::spec_at_t<0, out_specs>>(result, leaf, job);
+    } else {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (place_leaves<shard_detail::spec_at_t<I, out_specs>>(std::get<I>(result), leaf, job), ...);
+      }(std::make_index_sequence<std::tuple_size_v<Result>>{});
+    }
+  }
+
+  template <class Spec, class X, class Job>
+  static void place_leaves(X& x, std::size_t& leaf, Job& job) {
+    if constexpr (!is_tensor_v<X>) {
+      tree::for_each(x, [&](auto& part) { place_leaves<Spec>(part, leaf, job); });
+    } else {
+      using T = typename X::value_type;
+      using S = typename X::shape_type;
+      using L = sharding::local_shape_t<M, Spec, S>;
+      for (std::size_t d = 0; d < M::devices; ++d) {
+        const bool mine = shard_detail::represents<M, Spec>(d);
+        if (mine && shard_detail::contiguous_block<S, L>()) {
+          job.outputs[d][leaf] = x.data() + shard_detail::offset_of<S>(shard_detail::block_start<M, Spec, L>(d));
+          continue;
+        }
+        job.scratch.emplace_back(L::size * sizeof(T));
+        job.outputs[d][leaf] = job.scratch.back().data.get();
+        if (mine)
+          job.copies.push_back({[](const void* block, void* global, std::size_t device) {
+                                  shard_detail::copy_block<M, Spec, T, S, L>(block, global, device, true);
+                                },
+                                job.scratch.back().data.get(), x.data(), d});
+      }
+      ++leaf;
+    }
+  }
+};
+
+// JAX's shard_map(f, mesh=M, in_specs=..., out_specs=...): in_specs one P per argument (specs<...>, or a
+// single P for a single argument), out_specs one P per returned tuple element or one for all.
+template <class M, class InSpecs, class OutSpecs, class F>
+constexpr sharded<M, InSpecs, OutSpecs, F> shard_map(F) {
+  return {};
+}
+
+// jit(shard_map(...)) is the shard_map: it is traced and planned once per argument types already.
+template <class M, class InSpecs, class OutSpecs, class F>
+constexpr sharded<M, InSpecs, OutSpecs, F> jit(sharded<M, InSpecs, OutSpecs, F> f) {
+  return f;
+}
+
+namespace shard_detail {
+// pmap's body: each device's block has a leading axis of 1, which f does not see (pmap maps, and so
+// removes, the leading axis; shard_map keeps ranks).
+template <class F>
+struct per_instance {
+  template <class... A>
+  constexpr auto operator()(A... blocks) const {
+    auto drop = [](auto b) { return reshape<drop_axis_t<typename decltype(b)::shape_type, 0>>(b); };
+    auto add = [](auto r) { return reshape<insert_axis_t<typename decltype(r)::shape_type, 0>>(r); };
+    return add(F{}(drop(blocks)...));
+  }
+};
+template <fixed_string Name>
+inline constexpr spec_entry named = spec_entry{axis_name{Name}};
+template <fixed_string Name, class... A>
+using all_mapped = specs<std::conditional_t<true, P<named<Name>>, A>...>;
+}  // namespace shard_detail
+
+// JAX's pmap(f, axis_name) on one host, as jax.pmap is since 0.8: a shard_map over a mesh of one axis of N
+// devices, every argument mapped along its leading axis (of size N; each device sees its slice, that axis
+// removed) and the result stacked along a new leading axis. f returns one tensor.
+//
+//   auto g = tessel::pmap<"i", 4>([](auto x) { return x - tessel::pmean<"i">(x); });   // x: f32[4, 3]
+template <fixed_string Name, std::size_t N, class F>
+struct pmapped {
+  template <class... A>
+  auto operator()(const A&... args) const {
+    using M = mesh<axis<Name, N>>;
+    static_assert(((is_tensor_v<A> && A::shape_type::rank >= 1 && A::shape_type::dims[0] == N) && ...),
+                  "tessel::pmap: every argument is a tensor whose leading axis has the mapped size N; fix: stack the N "
+                  "instances' values along axis 0");
+    return shard_map<M, shard_detail::all_mapped<Name, A...>, P<shard_detail::named<Name>>>(shard_detail::per_instance<F>{})(args...);
+  }
+};
+template <fixed_string Name, std::size_t N, class F>
+constexpr pmapped<Name, N, F> pmap(F) {
+  return {};
+}
+
+}  // namespace tessel

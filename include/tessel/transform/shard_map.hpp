@@ -1,0 +1,237 @@
+#pragma once
+// shard_map, the tracing half (JAX's jax.shard_map; SHARDING.md §1): the function is traced once, at the
+// block shapes one device holds (each argument's dimensions divided by the mesh axes its in_spec splits them
+// over), with the mesh bound so that collectives can name its axes. Every traced value carries the mesh axes
+// along which it may differ between devices (JAX's check_vma): an argument those its spec names, a collective
+// removes (psum) or adds (all_gather) its axes, everything else the union of its operands'. An out_spec that
+// leaves out an axis the result may vary along is a compile error: the devices' blocks could differ, and
+// which one would the result be? The running half is tessel/shard_map.hpp.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+
+#include "tessel/core/mesh.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/core/tree.hpp"
+#include "tessel/transform/trace.hpp"
+
+namespace tessel {
+namespace shard_detail {
+
+template <class X>
+struct spec_list {
+  using type = specs<X>;
+};
+template <class... S>
+struct spec_list<specs<S...>> {
+  using type = specs<S...>;
+};
+
+template <class Specs>
+struct spec_count;
+template <class... S>
+struct spec_count<specs<S...>> : std::integral_constant<std::size_t, sizeof...(S)> {};
+
+template <std::size_t I, class Specs>
+struct spec_at;
+template <std::size_t I, class... S>
+struct spec_at<I, specs<S...>> {
+  using type = std::tuple_element_t<I, std::tuple<S...>>;
+};
+template <std::size_t I, class Specs>
+using spec_at_t = typename spec_at<I, Specs>::type;
+
+// What a device receives for an argument: a tensor's block; trees and scalars whole (their spec is P<>).
+template <class M, class Spec, class A>
+struct local_arg {
+  using type = A;
+};
+template <class M, class Spec, class T, class S>
+struct local_arg<M, Spec, tensor<T, S>> {
+  using type = tensor<T, sharding::local_shape_t<M, Spec, S>>;
+};
+
+template <class A>
+constexpr std::size_t leaf_count() {
+  if constexpr (DType<A>) return 1;
+  else return tree::leaf_count<tree::rebind_t<A, tracer>>();
+}
+
+template <class M>
+constexpr ir::mesh_shape mesh_of() {
+  ir::mesh_shape m;
+  m.rank = M::rank;
+  for (std::size_t a = 0; a < M::rank; ++a) {
+    for (std::size_t i = 0; i < M::names[a].view().size(); ++i) m.names[a][i] = M::names[a].text[i];
+    m.sizes[a] = M::sizes[a];
+  }
+  return m;
+}
+
+// The tracing context of a shard_map body: its mesh, and each argument leaf's varying axes.
+template <class M, class InSpecs, class... Args>
+struct context {
+  static constexpr void prepare(ir::graph_builder& g) { g.mesh = mesh_of<M>(); }
+  static constexpr auto masks = [] {
+    std::array<std::uint8_t, (std::size_t{0} + ... + leaf_count<Args>()) + 1> m{};
+    std::size_t next = 0;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((void)[&] {
+        for (std::size_t l = 0; l < leaf_count<Args>(); ++l) m[next++] = sharding::axes_mask<M, spec_at_t<I, InSpecs>>();
+      }(), ...);
+    }(std::index_sequence_for<Args...>{});
+    return m;
+  }();
+  static constexpr std::uint8_t varying(std::size_t leaf) { return masks[leaf]; }
+};
+
+// The arguments' specs: one per argument, each valid for its argument (a tree or scalar takes P<> only).
+template <class M, class InSpecs, class... Args>
+consteval bool check_arguments() {
+  if constexpr (spec_count<InSpecs>::value != sizeof...(Args)) {
+    raise<fit<[] {
+      return message_builder{} << "tessel::shard_map: in_specs has " << static_cast<std::uint64_t>(spec_count<InSpecs>::value)
+                               << " entries but the function is called with " << static_cast<std::uint64_t>(sizeof...(Args))
+                               << " arguments; fix: give one PartitionSpec per argument (P<> for a replicated one)";
+    }>(), InSpecs>();
+    return false;
+  } else {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return ([&] {
+        using A = std::tuple_element_t<I, std::tuple<Args...>>;
+        using Spec = spec_at_t<I, InSpecs>;
+        if constexpr (!is_partition_spec_v<Spec>) {
+          raise<"tessel::shard_map: an in_specs entry is not a PartitionSpec; fix: write tessel::P<...>", Spec>();
+          return false;
+        } else if constexpr (is_tensor_v<A>) {
+          return sharding::require_valid_spec<"tessel::shard_map", "in", I, M, Spec, A>();
+        } else if constexpr (Spec::rank != 0) {
+          raise<fit<[] {
+            return message_builder{} << "tessel::shard_map: args[" << static_cast<std::uint64_t>(I)
+                                     << "] is a tree (struct, tuple or array) or a scalar, and splits only tensors: its in_spec must be P<>; "
+                                        "fix: pass the tensors to split as arguments of their own";
+          }>(), A>();
+          return false;
+        } else {
+          return true;
+        }
+      }() && ...);
+    }(std::index_sequence_for<Args...>{});
+  }
+}
+
+// Which out_spec covers each result leaf: one per element of a returned tuple, or one for everything.
+template <class OutSpecs, class R>
+constexpr auto out_spec_of_leaf() {
+  std::array<std::size_t, tree::leaf_count<R>() + 1> which{};
+  if constexpr (is_tuple_v<R>) {
+    if constexpr (spec_count<OutSpecs>::value == std::tuple_size_v<R> && spec_count<OutSpecs>::value > 1) {
+      std::size_t next = 0;
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((void)[&] {
+          for (std::size_t l = 0; l < tree::leaf_count<std::tuple_element_t<I, R>>(); ++l) which[next++] = I;
+        }(), ...);
+      }(std::make_index_sequence<std::tuple_size_v<R>>{});
+    }
+  }
+  return which;
+}
+
+template <class OutSpecs, class R>
+inline constexpr auto out_spec_of_leaf_v = out_spec_of_leaf<OutSpecs, R>();
+
+template <class OutSpecs, class R>
+consteval bool check_out_count() {
+  constexpr std::size_t n = spec_count<OutSpecs>::value;
+  if constexpr (n == 1) return true;
+  else if constexpr (is_tuple_v<R>) {
+    if constexpr (std::tuple_size_v<R> == n) return true;
+    else {
+      raise<fit<[] {
+        return message_builder{} << "tessel::shard_map: out_specs has " << static_cast<std::uint64_t>(n) << " entries but the function returns "
+                                 << static_cast<std::uint64_t>(std::tuple_size_v<R>) << " results; fix: one PartitionSpec per returned element, or one for all";
+      }>(), R>();
+      return false;
+    }
+  } else {
+    raise<fit<[] {
+      return message_builder{} << "tessel::shard_map: out_specs has " << static_cast<std::uint64_t>(n)
+                               << " entries but the function returns one value; fix: give one PartitionSpec";
+    }>(), R>();
+    return false;
+  }
+}
+
+// An out_spec must name every mesh axis its result may vary along.
+template <class M, class OutSpecs, std::size_t Leaf, std::size_t Spec, std::uint8_t Varying>
+consteval bool check_replication() {
+  using Sp = spec_at_t<Spec, OutSpecs>;
+  constexpr std::uint8_t named = sharding::axes_mask<M, Sp>();
+  constexpr auto extra = static_cast<std::uint8_t>(Varying & ~named);
+  if constexpr (extra != 0) {
+    raise<fit<[] {
+      message_builder m;
+      auto list = [&m](std::uint8_t bits) {
+        bool first = true;
+        for (std::size_t a = 0; a < M::rank; ++a)
+          if (bits & (1u << a)) {
+            m << (first ? "" : ", ") << M::names[a].view();
+            first = false;
+          }
+      };
+      m << "tessel::shard_map: out_specs[" << static_cast<std::uint64_t>(Spec) << "] is ";
+      Sp::append(m) << ", which says result leaf " << static_cast<std::uint64_t>(Leaf) << " is the same on every device along {";
+      list(extra);
+      m << "}, but it may vary along {";
+      list(Varying);
+      m << "} (on a ";
+      M::append(m) << "); fix: psum (or pmean, all_gather) it over {";
+      list(extra);
+      m << "}, or name those axes in the out_spec to concatenate the devices' blocks";
+      return m;
+    }>(), Sp>();
+    return false;
+  }
+  return true;
+}
+
+// The out_specs' own validity (rank, names) for the results they cover.
+template <class M, std::size_t I, class Spec, class X>
+consteval bool check_out_spec() {
+  if constexpr (!is_partition_spec_v<Spec>) {
+    raise<"tessel::shard_map: an out_specs entry is not a PartitionSpec; fix: write tessel::P<...>", Spec>();
+    return false;
+  } else if constexpr (Traced<X>) {
+    using global = tensor_type<typename X::value_type, sharding::global_shape_t<M, Spec, typename X::shape_type>>;
+    return sharding::require_valid_spec<"tessel::shard_map", "out", I, M, Spec, global>();
+  } else if constexpr (Spec::rank != 0) {
+    raise<fit<[] {
+      return message_builder{} << "tessel::shard_map: results[" << static_cast<std::uint64_t>(I)
+                               << "] is a tree (struct, tuple or array), and only tensors are concatenated: its out_spec must be P<>; "
+                                  "fix: return the tensors to concatenate as elements of a std::tuple";
+    }>(), X>();
+    return false;
+  } else {
+    return true;
+  }
+}
+template <class M, class OutSpecs, class R>
+consteval bool check_out_specs() {
+  if constexpr (!check_out_count<OutSpecs, R>()) return false;
+  else if constexpr (spec_count<OutSpecs>::value == 1) return check_out_spec<M, 0, spec_at_t<0, OutSpecs>, R>();
+  else
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (check_out_spec<M, I, spec_at_t<I, OutSpecs>, std::tuple_element_t<I, R>>() && ...);
+    }(std::make_index_sequence<spec_count<OutSpecs>::value>{});
+}
+
+}  // namespace shard_detail
+
+// Declared here, defined in tessel/shard_map.hpp (which runs the devices).
+template <class M, class InSpecs, class OutSpecs, class F>
+class sharded;
+
+}  // namespace tessel

@@ -1,0 +1,129 @@
+// shard_map and the collectives against JAX's documented values (SHARDING.md §2.3, T1-T13).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+
+#include "tessel/tessel.hpp"
+
+namespace {
+using namespace tessel;
+
+template <class T, class S>
+tensor<T, S> from(std::initializer_list<T> v) {
+  tensor<T, S> t(uninitialized);
+  std::size_t i = 0;
+  for (T x : v) t.data()[i++] = x;
+  return t;
+}
+template <class T, std::size_t N>
+tensor<T, shape<N>> arange() {
+  tensor<T, shape<N>> t(uninitialized);
+  for (std::size_t i = 0; i < N; ++i) t.data()[i] = static_cast<T>(i);
+  return t;
+}
+
+using M4 = mesh<axis<"i", 4>>;
+
+TEST(ShardMap, PsumOfArangeIsSixOnEveryDevice) {  // T1
+  auto f = shard_map<M4, specs<P<"i">>, P<"i">>([](auto x) { return psum<"i">(x); });
+  const auto y = f(arange<float, 4>());
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(y.data()[i], 6.0f);
+}
+
+TEST(ShardMap, PsumOverRowsGivesColumnSums) {  // T3, T8
+  const auto x = from<float, shape<16>>({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2});
+  auto f = shard_map<M4, specs<P<"i">>, P<>>([](auto b) { return psum<"i">(b); });
+  const auto y = f(x);
+  const float want[] = {22, 20, 12, 17};
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(y.data()[i], want[i]);
+}
+
+TEST(ShardMap, PmeanOfArange) {  // T6
+  auto f = shard_map<M4, specs<P<"i">>, P<"i">>([](auto x) { return x / pmean<"i">(x); });
+  const auto y = f(arange<float, 4>());
+  const float want[] = {0, 1 / 1.5f, 2 / 1.5f, 3 / 1.5f};
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(y.data()[i], want[i]);
+}
+
+TEST(ShardMap, PsumScatterTiledAndNot) {  // T4, T9
+  const auto x = from<float, shape<16>>({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2});
+  auto tiled = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return psum_scatter<M4, "i", 0, true>(b); });
+  const auto y = tiled(x);
+  const float want[] = {22, 20, 12, 17};
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(y.data()[i], want[i]);
+  auto untiled = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return reshape<shape<1>>(psum_scatter<M4, "i">(b)); });
+  const auto z = untiled(x);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(z.data()[i], want[i]);
+}
+
+TEST(ShardMap, AllGatherTiledAndStacked) {  // T7, T11
+  const auto x = from<float, shape<4>>({3, 9, 5, 2});
+  auto tiled = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return all_gather<M4, "i", 0, true>(b); });
+  const auto y = tiled(x);  // f32[16]: [3,9,5,2] on each of the 4 devices, concatenated
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(y.data()[i], x.data()[i % 4]);
+  auto stacked = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return all_gather<M4, "i">(b); });
+  const auto z = stacked(x);  // (4,1) per device -> (16,1)
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(z)>, tensor<float, shape<16, 1>>>);
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(z.data()[i], x.data()[i % 4]);
+}
+
+TEST(ShardMap, AllToAllTiledIsABlockTranspose) {  // T10
+  const auto x = from<float, shape<16>>({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2});
+  auto f = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return all_to_all<M4, "i", 0, 0, true>(b); });
+  const auto y = f(x);
+  const float want[] = {3, 5, 5, 9, 1, 9, 3, 7, 4, 2, 5, 1, 1, 6, 8, 2};
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(y.data()[i], want[i]);
+}
+
+TEST(ShardMap, PpermuteRingAndMissingWrapAround) {  // T12
+  const auto x = arange<float, 8>();
+  auto ring = shard_map<M4, specs<P<"i">>, P<"i">>(
+      [](auto b) { return ppermute<"i", edge{0, 1}, edge{1, 2}, edge{2, 3}, edge{3, 0}>(b); });
+  const auto y = ring(x);
+  const float want[] = {6, 7, 0, 1, 2, 3, 4, 5};
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(y.data()[i], want[i]);
+  auto open = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return ppermute<"i", edge{0, 1}, edge{1, 2}, edge{2, 3}>(b); });
+  const auto z = open(x);
+  const float want_open[] = {0, 0, 0, 1, 2, 3, 4, 5};
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(z.data()[i], want_open[i]);
+}
+
+TEST(ShardMap, AxisIndexOverTwoAxes) {  // T13
+  using M = mesh<axis<"i", 4>, axis<"j", 2>>;
+  auto f = shard_map<M, specs<P<"i", "j">>, P<"i", "j">>(
+      [](auto x) { return x + broadcast_to<shape<1, 1>>(axis_index<mesh_axes<"i", "j">>(x)); });
+  const tensor<std::int32_t, shape<4, 2>> zero{};
+  const auto y = f(zero);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(y.data()[i], static_cast<std::int32_t>(i));
+}
+
+TEST(ShardMap, BlockShapesOnAFourByTwoMesh) {  // SHARDING.md §1.3
+  using M = mesh<axis<"i", 4>, axis<"j", 2>>;
+  static_assert(std::is_same_v<sharding::local_shape_t<M, P<"i", none>, shape<12, 12>>, shape<3, 12>>);
+  static_assert(std::is_same_v<sharding::local_shape_t<M, P<"i", "j">, shape<12, 12>>, shape<3, 6>>);
+  static_assert(std::is_same_v<sharding::local_shape_t<M, P<mesh_axes<"i", "j">>, shape<16>>, shape<2>>);
+  tensor<float, shape<12, 12>> x{};
+  // in P('i', None) -> block (3,12); out P('i','j') of that block -> (12, 24)
+  auto f = shard_map<M, specs<P<"i", none>>, P<"i", "j">>([](auto b) { return pvary<"j">(b); });
+  static_assert(std::is_same_v<decltype(f(x)), tensor<float, shape<12, 24>>>);
+  // in P('i','j'), psum over 'j', out P('i', None) -> (12, 6)
+  auto g = shard_map<M, specs<P<"i", "j">>, P<"i", none>>([](auto b) { return psum<"j">(b); });
+  static_assert(std::is_same_v<decltype(g(x)), tensor<float, shape<12, 6>>>);
+  auto h = shard_map<M, specs<P<"i", "j">>, P<>>([](auto b) { return psum<mesh_axes<"i", "j">>(b); });
+  static_assert(std::is_same_v<decltype(h(x)), tensor<float, shape<3, 6>>>);
+}
+
+}  // namespace
+
+namespace {
+TEST(Pmap, PsumOfArangeAndPmeanCentering) {  // T1 and T6 through pmap
+  const auto x = arange<float, 4>();
+  const auto y = pmap<"i", 4>([](auto v) { return psum<"i">(v); })(x);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(y.data()[i], 6.0f);
+  const auto rows = arange<float, 12>().reshape<shape<4, 3>>();
+  const auto centered = pmap<"i", 4>([](auto v) { return v - pmean<"i">(v); })(rows);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(centered)>, tensor<float, shape<4, 3>>>);
+  for (std::size_t i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(centered.data()[i], static_cast<float>(i) - static_cast<float>(4.5 + i % 3));
+}
+}  // namespace

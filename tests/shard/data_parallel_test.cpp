@@ -1,0 +1,80 @@
+// Data parallelism as the seeds' recipe: parameters replicated (P<>), the batch split over "data",
+// the loss a pmean of the devices' losses. Gradients of replicated parameters come back summed over the
+// devices without a written collective (tracing inserts the psum where an invariant value's cotangent
+// varies: JAX's check_vma transpose), so they equal the one-device gradient on the whole batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+
+#include "tessel/nn/losses.hpp"
+#include "tessel/tessel.hpp"
+
+namespace {
+using namespace tessel;
+
+using W1 = tensor<float, shape<8, 16>>;
+using B1 = tensor<float, shape<16>>;
+using W2 = tensor<float, shape<16, 4>>;
+using Params = std::tuple<W1, B1, W2>;
+using Xs = tensor<float, shape<32, 8>>;
+using Ys = tensor<float, shape<32, 4>>;
+
+template <class T>
+T random_tensor(unsigned seed, float scale = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0, scale);
+  T t(uninitialized);
+  for (std::size_t i = 0; i < T::size; ++i) t.data()[i] = n(rng);
+  return t;
+}
+
+constexpr auto local_loss = [](auto p, auto x, auto y) {
+  const auto h = relu(matmul(x, std::get<0>(p)) + std::get<1>(p));
+  return mean(nn::softmax_cross_entropy(matmul(h, std::get<2>(p)), y));
+};
+
+template <std::size_t D>
+void check_devices() {
+  using M = mesh<axis<"data", D>>;
+  const Params p{random_tensor<W1>(1, 0.3f), random_tensor<B1>(2, 0.1f), random_tensor<W2>(3, 0.3f)};
+  const Xs x = random_tensor<Xs>(4);
+  Ys y{};
+  for (std::size_t i = 0; i < 32; ++i) y.data()[i * 4 + i % 4] = 1;
+
+  auto step = shard_map<M, specs<P<>, P<"data">, P<"data">>, specs<P<>, P<>>>([](auto params, auto xb, auto yb) {
+    const auto loss = [](auto q, auto a, auto b) { return pmean<"data">(local_loss(q, a, b)); };
+    return std::tuple{loss(params, xb, yb), grad<0>(loss)(params, xb, yb)};
+  });
+  const auto [loss, g] = step(p, x, y);
+  const auto [want_loss, want_g] = jit([](auto params, auto xs, auto ys) {
+    return std::tuple{local_loss(params, xs, ys), grad<0>(local_loss)(params, xs, ys)};
+  })(p, x, y);
+
+  EXPECT_NEAR(loss[0], want_loss[0], 1e-6 * std::abs(want_loss[0])) << D << " devices";
+  auto compare = [&](const auto& got, const auto& want, const char* name) {
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < got.size; ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(got.data()[i]) - want.data()[i]));
+      scale = std::max(scale, std::abs(static_cast<double>(want.data()[i])));
+    }
+    EXPECT_LE(worst, 1e-6 * scale) << name << " on " << D << " devices";
+  };
+  compare(std::get<0>(g), std::get<0>(want_g), "dW1");
+  compare(std::get<1>(g), std::get<1>(want_g), "db1");
+  compare(std::get<2>(g), std::get<2>(want_g), "dW2");
+
+  // The same call again gives the same bits.
+  const auto [loss2, g2] = step(p, x, y);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(loss2[0]), std::bit_cast<std::uint32_t>(loss[0]));
+  for (std::size_t i = 0; i < W1::size; ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(std::get<0>(g2).data()[i]), std::bit_cast<std::uint32_t>(std::get<0>(g).data()[i]));
+}
+
+TEST(DataParallel, OneDeviceEqualsJit) { check_devices<1>(); }
+TEST(DataParallel, TwoDevicesEqualOneOnTheGlobalBatch) { check_devices<2>(); }
+TEST(DataParallel, FourDevicesEqualOneOnTheGlobalBatch) { check_devices<4>(); }
+TEST(DataParallel, EightDevicesEqualOneOnTheGlobalBatch) { check_devices<8>(); }
+
+}  // namespace
