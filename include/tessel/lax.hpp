@@ -53,6 +53,7 @@
 #include "tessel/prim/remat.hpp"
 #include "tessel/prim/reshape.hpp"
 #include "tessel/prim/rsqrt.hpp"
+#include "tessel/prim/scatter_add.hpp"
 #include "tessel/prim/select.hpp"
 #include "tessel/prim/sign.hpp"
 #include "tessel/prim/stop_gradient.hpp"
@@ -60,6 +61,7 @@
 #include "tessel/prim/slice.hpp"
 #include "tessel/prim/sqrt.hpp"
 #include "tessel/prim/sub.hpp"
+#include "tessel/prim/take.hpp"
 #include "tessel/prim/tanh.hpp"
 #include "tessel/prim/transpose.hpp"
 
@@ -68,7 +70,7 @@
 namespace tessel {
 // Every primitive descriptor, for the checkers that must cover them all (tests/vmap/coverage_test.cpp):
 // a new primitive is added here as well as in prim/build.hpp.
-inline constexpr std::array<const ir::primitive*, 69> all_primitives{
+inline constexpr std::array<const ir::primitive*, 71> all_primitives{
     &prim::abs_p, &prim::add_p, &prim::argmax_p, &prim::broadcast_in_dim_p, &prim::concatenate_p, &prim::control_p,
     &prim::conv_filter_grad_p, &prim::conv_general_p, &prim::conv_input_grad_p, &prim::convert_element_type_p, &prim::cos_p,
     &prim::div_p, &prim::dot_general_p, &prim::eq_p, &prim::erf_p, &prim::erf_inv_p, &prim::exp_p, &prim::expm1_p,
@@ -76,8 +78,8 @@ inline constexpr std::array<const ir::primitive*, 69> all_primitives{
     &prim::logistic_p, &prim::lt_p, &prim::materialize_p, &prim::max_p, &prim::min_p, &prim::mul_p, &prim::ne_p, &prim::neg_p,
     &prim::optimization_barrier_p, &prim::pad_p, &prim::parameter_p, &prim::pow_p, &prim::random_uniform_p, &prim::reduce_max_p, &prim::reduce_min_p,
     &prim::reduce_sum_p, &prim::reduce_window_max_p, &prim::reduce_window_sum_p, &prim::reduce_window_sum_transpose_p,
-    &prim::region_parameter_p, &prim::remat_p, &prim::reshape_p, &prim::rsqrt_p, &prim::select_and_gather_add_p,
+    &prim::region_parameter_p, &prim::remat_p, &prim::reshape_p, &prim::rsqrt_p, &prim::scatter_add_p, &prim::select_and_gather_add_p,
     &prim::select_and_scatter_add_p, &prim::select_p, &prim::sign_p, &prim::sin_p, &prim::slice_p, &prim::sqrt_p,
-    &prim::stop_gradient_p, &prim::sub_p, &prim::tanh_p, &prim::transpose_p, &prim::psum_p, &prim::pvary_p, &prim::pmax_p, &prim::pmin_p,
+    &prim::stop_gradient_p, &prim::sub_p, &prim::take_p, &prim::tanh_p, &prim::transpose_p, &prim::psum_p, &prim::pvary_p, &prim::pmax_p, &prim::pmin_p,
     &prim::all_gather_p, &prim::psum_scatter_p, &prim::ppermute_p, &prim::all_to_all_p, &prim::axis_index_p};
 }  // namespace tessel

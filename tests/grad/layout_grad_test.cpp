@@ -66,3 +66,64 @@ TEST(LayoutGrad, ConcatenateThreeOperands) {
                  x35, y, w);
 }
 }  // namespace
+
+namespace {
+// Indices computed in the program (check_gradient's arguments are all f32): k = 0..3 over [2,2], then
+// k*k - 3k = {0, -2, -2, 0}: repeated and negative (-2 counts from the end: 3 on an axis of 5).
+template <class X>
+constexpr auto repeated_indices(X anchor) {
+  const auto k = tessel::broadcasted_iota<std::int32_t, shape<2, 2>, 0>(anchor) * 2 +
+                 tessel::broadcasted_iota<std::int32_t, shape<2, 2>, 1>(anchor);
+  return k * k - k * 3;
+}
+constexpr std::size_t repeated_index[4] = {0, 3, 3, 0};
+// 2k - 3 over [2,3] = {-3, -1, 1, 3, 5, 7}, clamped into [0, 4] by index_mode::clip.
+template <class X>
+constexpr auto clipped_indices(X anchor) {
+  const auto k = tessel::broadcasted_iota<std::int32_t, shape<2, 3>, 0>(anchor) * 3 +
+                 tessel::broadcasted_iota<std::int32_t, shape<2, 3>, 1>(anchor);
+  return k * 2 - 3;
+}
+constexpr std::size_t clipped_index[6] = {0, 0, 1, 3, 4, 4};
+
+TEST(LayoutGrad, TakeWithRepeatedNegativeAndClippedIndices) {
+  check_gradient([](auto x, auto w) { return tessel::sum(tessel::sin(tessel::take<1>(x, repeated_indices(x))) * w); },
+                 [](const V& v) {
+                   double s = 0;
+                   for (std::size_t i = 0; i < 3; ++i)
+                     for (std::size_t j = 0; j < 4; ++j) s += std::sin(v[0][i * 5 + repeated_index[j]]) * v[1][i * 4 + j];
+                   return s;
+                 },
+                 x35, random_tensor<float, shape<3, 2, 2>>(36));
+  check_gradient([](auto x, auto w) {
+    return tessel::sum(tessel::sin(tessel::take<1, tessel::index_mode::clip>(x, clipped_indices(x))) * w);
+  },
+                 [](const V& v) {
+                   double s = 0;
+                   for (std::size_t i = 0; i < 3; ++i)
+                     for (std::size_t j = 0; j < 6; ++j) s += std::sin(v[0][i * 5 + clipped_index[j]]) * v[1][i * 6 + j];
+                   return s;
+                 },
+                 x35, random_tensor<float, shape<3, 2, 3>>(37));
+}
+
+// Both differentiable operands of scatter_add: the operand and the updates.
+TEST(LayoutGrad, ScatterAddOperandAndUpdates) {
+  const auto u = random_tensor<float, shape<3, 2, 2>>(38);
+  const auto w = random_tensor<float, shape<3, 5>>(39);
+  auto reference = [](const V& v, bool updates_first) {
+    const std::vector<double>& x = updates_first ? v[1] : v[0];
+    const std::vector<double>& up = updates_first ? v[0] : v[1];
+    std::vector<double> y = x;
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < 4; ++j) y[i * 5 + repeated_index[j]] += up[i * 4 + j];
+    double s = 0;
+    for (std::size_t k = 0; k < 15; ++k) s += std::sin(y[k]) * v[2][k];
+    return s;
+  };
+  check_gradient([](auto x, auto up, auto wt) { return tessel::sum(tessel::sin(tessel::scatter_add<1>(x, repeated_indices(x), up)) * wt); },
+                 [&](const V& v) { return reference(v, false); }, x35, u, w);
+  check_gradient([](auto up, auto x, auto wt) { return tessel::sum(tessel::sin(tessel::scatter_add<1>(x, repeated_indices(x), up)) * wt); },
+                 [&](const V& v) { return reference(v, true); }, u, x35, w);
+}
+}  // namespace

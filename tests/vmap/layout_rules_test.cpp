@@ -29,3 +29,23 @@ TEST(VmapStructural, SlicePadConcatenate) {
   check_batching<F34, F34>([](auto a, auto b) { return tessel::concatenate<0>(a, b * 2.0f); });
 }
 }  // namespace
+
+namespace {
+using I23 = tessel::tensor<std::int32_t, tessel::shape<2, 3>>;
+using I2 = tessel::tensor<std::int32_t, tessel::shape<2>>;
+
+// Operand and indices batched alone and together. Indices drawn from [-4, 3] (the random floats too):
+// all in range for an axis of 4, negative ones counting from the end.
+TEST(VmapStructural, Take) {
+  check_batching<F34, I23>([](auto x, auto k) { return tessel::take<1>(x, k); }, {-4, 3});
+  check_batching<F34, I2>([](auto x, auto k) { return tessel::take<0, tessel::index_mode::clip>(x, k) * 2.0f; }, {-5, 5});
+}
+
+// Indices from [-5, 4] on an axis of 4: -5 is out of range (its update dropped).
+TEST(VmapStructural, ScatterAdd) {
+  check_batching<F34, I2, tensor<float, shape<3, 2>>>([](auto x, auto k, auto u) { return tessel::scatter_add<1>(x, k, u); },
+                                                      {-5, 4});
+  check_batching<F34, I2, tensor<float, shape<2, 4>>>(
+      [](auto x, auto k, auto u) { return tessel::scatter_add<0, tessel::index_mode::clip>(x, k, u); }, {-5, 4});
+}
+}  // namespace

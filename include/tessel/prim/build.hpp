@@ -19,9 +19,9 @@ extern const ir::primitive abs_p, add_p, argmax_p, broadcast_in_dim_p, concatena
     conv_input_grad_p, convert_element_type_p, cos_p, div_p, dot_general_p, eq_p, erf_p, erf_inv_p, exp_p, expm1_p,
     floor_p, ge_p, gt_p, iota_p, le_p, literal_p, log_p, log1p_p, logistic_p, lt_p, max_p, min_p, mul_p, ne_p, neg_p,
     pad_p, parameter_p, pow_p, reduce_max_p, reduce_min_p, reduce_sum_p, reduce_window_max_p, reduce_window_sum_p,
-    reduce_window_sum_transpose_p, reshape_p, rsqrt_p, select_and_gather_add_p, select_and_scatter_add_p, select_p,
-    sign_p, sin_p, slice_p, sqrt_p, sub_p, tanh_p, transpose_p, stop_gradient_p, optimization_barrier_p, remat_p,
-    region_parameter_p, control_p, materialize_p, psum_p, pvary_p, pmax_p, pmin_p, all_gather_p, psum_scatter_p,
+    reduce_window_sum_transpose_p, reshape_p, rsqrt_p, scatter_add_p, select_and_gather_add_p, select_and_scatter_add_p,
+    select_p, sign_p, sin_p, slice_p, sqrt_p, sub_p, take_p, tanh_p, transpose_p, stop_gradient_p, optimization_barrier_p,
+    remat_p, region_parameter_p, control_p, materialize_p, psum_p, pvary_p, pmax_p, pmin_p, all_gather_p, psum_scatter_p,
     ppermute_p, all_to_all_p, axis_index_p;
 
 namespace build {
@@ -210,6 +210,37 @@ constexpr int concatenate(ir::graph_builder& g, const std::array<int, ir::max_op
   a.push(static_cast<std::int64_t>(axis));
   if (count == 2) return make(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1]}, a);
   return make(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1], xs[2]}, a);
+}
+
+// ---- take and scatter_add at value level -----------------------------------------------------------
+
+// How take and scatter_add treat an index outside [0, n) of an axis of size n (attr.ints[1]).
+// fill: an index in [-n, 0) counts from the end (i + n); any other out-of-range index takes the fill
+//   value (take) or drops its update (scatter_add). fill_zero: the same with 0 as the fill value (the
+//   derivative rules' take). clip: the index is clamped into [0, n - 1] (negative ones become 0).
+enum class index_code : std::int64_t { fill = 0, clip = 1, fill_zero = 2 };
+
+// x's elements at `indices` (s32, any shape) along `axis`: x.shape[:axis] + indices.shape + x.shape[axis+1:].
+constexpr int take(ir::graph_builder& g, int x, int indices, std::size_t axis, index_code mode) {
+  const ir::dims& s = g[x].shape;
+  const ir::dims& is = g[indices].shape;
+  ir::dims out;
+  for (std::size_t a = 0; a < axis; ++a) out.d[out.rank++] = s.d[a];
+  for (std::size_t a = 0; a < is.rank; ++a) out.d[out.rank++] = is.d[a];
+  for (std::size_t a = axis + 1; a < s.rank; ++a) out.d[out.rank++] = s.d[a];
+  ir::attributes a;
+  a.push(static_cast<std::int64_t>(axis));
+  a.push(static_cast<std::int64_t>(mode));
+  return make(g, take_p, g[x].dtype, out, {x, indices}, a);
+}
+
+// x with `updates` (shaped as take's result) added at `indices` along `axis`; repeated indices add up.
+// mode: fill (an update whose index is out of range is dropped) or clip.
+constexpr int scatter_add(ir::graph_builder& g, int x, int indices, int updates, std::size_t axis, index_code mode) {
+  ir::attributes a;
+  a.push(static_cast<std::int64_t>(axis));
+  a.push(static_cast<std::int64_t>(mode == index_code::clip ? index_code::clip : index_code::fill));
+  return make(g, scatter_add_p, g[x].dtype, g[x].shape, {x, indices, updates}, a);
 }
 
 // ---- dot_general at value level: the shape rule and the GEMM-readable layouts ---------------------
