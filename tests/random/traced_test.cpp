@@ -2,6 +2,9 @@
 // into their consumers, and dropout with a key argument.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "tessel/nn/layers.hpp"
 #include "tessel/random.hpp"
 #include "tessel/jit.hpp"
@@ -48,5 +51,53 @@ TEST(TracedRandom, KeyedDropoutIsOneLoopAndScalesTheKept) {
   const auto y = jit(f)(x, random::key_data(k));
   const auto keep = random::bernoulli<shape<64, 64>>(k, 0.75f);
   for (std::size_t i = 0; i < x.size; ++i) ASSERT_EQ(y[i], keep[i] ? 1.0f / 0.75f : 0.0f) << i;
+}
+}  // namespace
+
+namespace {
+// categorical: frequencies of many draws against softmax(logits); the same key draws the same indices;
+// each draw is the argmax of logits + gumbel computed on the host from the same uniform bits.
+TEST(TracedRandom, CategoricalFollowsTheSoftmax) {
+  constexpr std::size_t draws = 20000;
+  const tensor<float, shape<4>> logits{0.0f, 1.0f, -1.0f, 2.0f};
+  const auto f = jit([](auto key, auto l) {
+    return random::categorical<1>(key, tessel::broadcast_in_dim<shape<draws, 4>, 1>(l));
+  });
+  const random::key k = random::key_from_seed(5);
+  const auto got = f(random::key_data(k), logits);
+  static_assert(std::is_same_v<decltype(got), const tensor<std::int32_t, shape<draws>>>);
+  double z = 0;
+  for (std::size_t c = 0; c < 4; ++c) z += std::exp(static_cast<double>(logits[c]));
+  std::size_t count[4] = {};
+  for (std::size_t i = 0; i < draws; ++i) ++count[static_cast<std::size_t>(got[i])];
+  for (std::size_t c = 0; c < 4; ++c)  // 0.015 is more than 4 standard deviations of a frequency here
+    EXPECT_NEAR(static_cast<double>(count[c]) / draws, std::exp(static_cast<double>(logits[c])) / z, 0.015) << "class " << c;
+  // A pure function of the key.
+  const auto again = f(random::key_data(k), logits);
+  const auto other = f(random::key_data(random::fold_in(k, 1)), logits);
+  std::size_t same = 0, differ = 0;
+  for (std::size_t i = 0; i < draws; ++i) {
+    same += got[i] == again[i];
+    differ += got[i] != other[i];
+  }
+  EXPECT_EQ(same, draws);
+  EXPECT_GT(differ, draws / 4);
+  // The Gumbel-max definition, on the host: u from the same bits, max(u, tiny), -log(-log(u)).
+  const auto u = random::uniform<shape<draws, 4>>(k);
+  std::size_t agree = 0;
+  for (std::size_t i = 0; i < draws; ++i) {
+    std::size_t best = 0;
+    double best_value = -1e300;
+    for (std::size_t c = 0; c < 4; ++c) {
+      const double v = std::max(static_cast<double>(u[i * 4 + c]), 1.1754943508222875e-38);
+      const double g = logits[c] - std::log(-std::log(v));
+      if (g > best_value) {
+        best = c;
+        best_value = g;
+      }
+    }
+    agree += static_cast<std::size_t>(got[i]) == best;
+  }
+  EXPECT_GE(agree, draws - 5) << "draws that differ from the host's Gumbel-max (near-ties only)";
 }
 }  // namespace

@@ -12,14 +12,20 @@
 //   step_fn(params, x, tessel::random::key_data(tessel::random::fold_in(base, step)));
 
 #include <cstddef>
+#include <limits>
 #include <type_traits>
 
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/tree.hpp"
 #include "tessel/ir/tracer.hpp"
+#include "tessel/prim/add.hpp"
+#include "tessel/prim/argmax.hpp"
 #include "tessel/prim/broadcast_in_dim.hpp"
 #include "tessel/prim/iota.hpp"
+#include "tessel/prim/log.hpp"
 #include "tessel/prim/lt.hpp"
+#include "tessel/prim/max.hpp"
+#include "tessel/prim/neg.hpp"
 #include "tessel/prim/random_uniform.hpp"
 #include "tessel/prim/reshape.hpp"
 #include "tessel/random/key.hpp"
@@ -56,6 +62,27 @@ constexpr auto uniform(K key) {
 template <class S, TracedKey K, class P>
 constexpr auto bernoulli(K key, P p) {
   return uniform<S>(key) < p;
+}
+
+// jax.random.gumbel(key, S), f32: -log(-log(u)) with u uniform in [tiny, 1), tiny the least normal f32.
+// JAX draws u as uniform(minval=tiny, maxval=1); in f32 that is the [0, 1) sample itself except that 0
+// becomes tiny, which max(u, tiny) gives. (Same draws as JAX; the logs are tessel's, so the values
+// agree to a few ulp, not bit for bit.)
+template <class S, TracedKey K>
+constexpr auto gumbel(K key) {
+  return -log(-log(max(uniform<S>(key), std::numeric_limits<float>::min())));
+}
+
+// jax.random.categorical(key, logits, axis) (shape=None, replace=True): the Gumbel-max trick,
+// argmax(logits + gumbel(key, logits.shape), Axis): an s32 index per slice along Axis, drawn with the
+// probabilities softmax(logits) along Axis (a logit of -inf is never drawn). A pure function of the
+// key and the logits: the same key draws the same indices; split or fold_in for fresh draws.
+template <long Axis = -1, TracedKey K, Traced L>
+constexpr auto categorical(K key, L logits) {
+  static_assert(std::is_same_v<typename L::value_type, float>,
+                "tessel::random::categorical: the logits must be f32 (the Gumbel noise is drawn in f32); fix: "
+                "convert_element_type<float>(logits)");
+  return argmax<Axis>(logits + gumbel<typename L::shape_type>(key));
 }
 
 }  // namespace tessel::random
