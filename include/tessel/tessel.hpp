@@ -9,6 +9,7 @@
 #include "tessel/core/tensor.hpp"
 #include "tessel/data/idx.hpp"
 #include "tessel/data/pipeline.hpp"
+#include "tessel/data/text.hpp"
 #include "tessel/io/atomic_file.hpp"
 #include "tessel/io/checkpoint.hpp"
 #include "tessel/io/json.hpp"
