@@ -2,7 +2,7 @@
 # The Fashion-MNIST example refuses to lose or mix a run, and checks its flags and output paths first:
 #   bash check_fashion_mnist_runs.sh EXE WORK CASE
 # CASE: bad_flags, nan_learning_rate, nonfinite_loss, bad_trace_path, fresh_run_refuses, wrong_run_resume,
-# two_writers, all_damaged (examples/CMakeLists.txt registers one test per case). Each run is a few steps
+# two_writers, all_damaged, devices (examples/CMakeLists.txt registers one test per case). Each run is a few steps
 # of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 (or 1 where
 # noted) and a message on stderr naming the flag, file or process.
 set -u
@@ -58,6 +58,7 @@ bad_flags)
 --batch-size|100|expected 32, 64, 128 or 256
 --steps|-1|from 0 (the whole epoch) to 2147483647
 --learning-rate|1e-3x|finite number greater than 0
+--devices|3|expected 1, 2 or 4
 --learning-rate|0|finite number greater than 0
 --seed|-1|from 0 to 4294967295
 --seed|4294967296|from 0 to 4294967295
@@ -195,6 +196,23 @@ all_damaged)
   [ ! -e ckpt/ckpt-000000000010.safetensors ] && [ ! -e ckpt/ckpt-000000000020.safetensors ] ||
     fail "start: the damaged checkpoints were not deleted"
   [ -f ckpt/ckpt-000000000002.safetensors ] || fail "start: no checkpoint of step 2"
+  ;;
+devices)
+  # Data parallel on 2 devices, twice: both runs end with bit-identical tensors in their checkpoints (the
+  # collectives add in a fixed order, whatever the threads' timing); another batch size is refused.
+  run wrong_batch 2 --epochs 1 --steps 2 --batch-size 64 --devices 2
+  refused wrong_batch
+  says wrong_batch "--devices 2 is compiled for --batch-size 128 only"
+  run first 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir a
+  run second 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir b
+  summary first
+  grep -qF '"devices": 2' first.out || fail "first: the summary does not say 2 devices"
+  tensors() {  # a safetensors file's tensor bytes: what follows its 8-byte length and JSON header
+    local n
+    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+    tail -c +$((9 + n)) "$1"
+  }
+  cmp <(tensors a/ckpt-12.safetensors) <(tensors b/ckpt-12.safetensors) || fail "two runs on 2 devices differ"
   ;;
 *)
   fail "unknown case"

@@ -654,6 +654,7 @@ void run_log::save(tessel::io::snapshot snap, tessel::random::key shuffle_key) {
       .set("seed", std::to_string(o_.seed))
       .set("epochs", std::to_string(o_.epochs))
       .set("learning_rate", float_text(o_.learning_rate))
+      .set("devices", std::to_string(o_.devices))
       .set("epoch_loss_sum", exact(epoch_loss_))
       .set("epoch_accuracy_sum", exact(epoch_acc_))
       .set("window_loss_sum", exact(window_loss_))
@@ -675,11 +676,11 @@ void run_log::finish() {
   const double epoch_seconds = samples_per_second > 0 ? static_cast<double>(steps_ * batch_) / samples_per_second : 0;
   // Device 0's time inside collectives (all-reduces of the gradients, loss and accuracy) over the training time.
   const double all_reduce_share = train_seconds_ > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds_ : 0;
-  std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"devices\": %d, \"epochs\": %d, \"steps\": %" PRIu64
-              ", \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
-              "\"all_reduce_share\": %.3f, \"peak_bytes\": %zu, \"run\": %s}\n",
-              o_.model.c_str(), o_.precision.c_str(), batch_, o_.devices, o_.epochs, total_, first_, accuracy_, epoch_seconds,
-              samples_per_second, all_reduce_share, peak_bytes_, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
+  std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"epochs\": %d, \"steps\": %" PRIu64
+              ", \"devices\": %d, \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
+              "\"peak_bytes\": %zu, \"all_reduce_share\": %.3f, \"run\": %s}\n",
+              o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, o_.devices, first_, accuracy_, epoch_seconds,
+              samples_per_second, peak_bytes_, all_reduce_share, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
 }
 
 std::string run_log::exact(double v) {

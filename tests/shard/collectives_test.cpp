@@ -127,3 +127,25 @@ TEST(Pmap, PsumOfArangeAndPmeanCentering) {  // T1 and T6 through pmap
   for (std::size_t i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(centered.data()[i], static_cast<float>(i) - static_cast<float>(4.5 + i % 3));
 }
 }  // namespace
+
+namespace {
+// A collective inside a scan inside shard_map: each step passes the blocks one device along a ring and
+// adds them up, so after N - 1 steps every device holds the sum of all blocks, psum's result (the carry varies
+// along "i" from the start, so its type is kept).
+TEST(ShardMap, RingSumByScanEqualsPsum) {
+  const auto x = from<float, shape<8>>({3, 1, 4, 1, 5, 9, 2, 6});
+  auto ring = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) {
+    auto [carry, ys] = scan<3>(
+        [](auto c, auto) {
+          auto [acc, cur] = c;
+          auto next = ppermute<"i", edge{0, 1}, edge{1, 2}, edge{2, 3}, edge{3, 0}>(cur);
+          return std::tuple{std::tuple{acc + next, next}, std::tuple<>{}};
+        },
+        std::tuple{b, b});
+    return std::get<0>(carry);
+  });
+  const auto y = ring(x);
+  const auto want = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return psum<"i">(b); })(x);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(y.data()[i], want.data()[i]) << i;
+}
+}  // namespace
