@@ -95,13 +95,14 @@ constexpr bool represents(std::size_t device) {
   return true;
 }
 
+// A device's copy of a block, or a result block no result takes: a tensor's storage (large ones come back
+// from the block cache on the next call, core/tensor.hpp).
 struct aligned_buffer {
   struct release {
-    void operator()(unsigned char* p) const noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
+    void operator()(unsigned char* p) const noexcept { detail::free_block(p); }
   };
   std::unique_ptr<unsigned char, release> data;
-  explicit aligned_buffer(std::size_t bytes)
-      : data(static_cast<unsigned char*>(::operator new(bytes ? bytes : 1, std::align_val_t{tensor_alignment}))) {}
+  explicit aligned_buffer(std::size_t bytes) : data(static_cast<unsigned char*>(detail::allocate_block(bytes ? bytes : 1))) {}
 };
 
 template <std::size_t D, std::size_t Params, std::size_t Outputs>

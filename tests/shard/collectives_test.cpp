@@ -3,6 +3,8 @@
 
 #include <array>
 #include <cstdint>
+#include <sstream>
+#include <string>
 
 #include "tessel/tessel.hpp"
 
@@ -147,5 +149,25 @@ TEST(ShardMap, RingSumByScanEqualsPsum) {
   const auto y = ring(x);
   const auto want = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return psum<"i">(b); })(x);
   for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(y.data()[i], want.data()[i]) << i;
+}
+}  // namespace
+
+namespace {
+// dump of a shard_map: the mesh, each collective with its group, bytes and alpha-beta time, then the plan.
+TEST(ShardMap, DumpListsCollectivesWithAlphaBetaTimes) {
+  const tensor<float, shape<16, 256>> x{};
+  auto f = shard_map<M4, specs<P<"i">>, P<>>([](auto b) { return psum<"i">(b * 2.0f); });
+  const std::string text = dump(f, x);
+  EXPECT_NE(text.find("shard_map on a mesh of shape (4,) with axis names ('i',): 4 devices"), std::string::npos) << text;
+  // f32[4,256] = 4096 bytes per device; ring all-reduce over 4: 2(N-1)a + 2(N-1)/N n b on the host target.
+  const double want = collective_seconds(targets::host, collective_kind::all_reduce, 4, 4096.0);
+  EXPECT_DOUBLE_EQ(want, 6 * targets::host.ici_alpha_s + 1.5 * 4096 * targets::host.ici_beta_s_per_byte);
+  std::ostringstream line;
+  line << "psum over {i} (4 devices): 4096 bytes, " << want * 1e6 << " us";
+  EXPECT_NE(text.find(line.str()), std::string::npos) << text;
+  EXPECT_NE(text.find("1 collectives"), std::string::npos) << text;
+  // On a TPU target the same program's blocks are checked against its VMEM and priced at its ICI.
+  const std::string tpu = dump<targets::tpu_v5e>(f, x);
+  EXPECT_NE(tpu.find("tpu_v5e"), std::string::npos) << tpu;
 }
 }  // namespace

@@ -36,14 +36,21 @@ struct uninitialized_t {
 inline constexpr uninitialized_t uninitialized{};
 
 namespace detail {
+// A tensor's storage, 64-byte aligned. Blocks of 1 MiB and more come from a cache kept by the tessel
+// library (kernels/implementation.hpp): a freed block waits for the next request of its size, so a
+// function called again with new results of the same shapes (jit, shard_map) maps no new pages. Throws
+// std::bad_alloc.
+void* allocate_block(std::size_t bytes);
+void free_block(void* p) noexcept;
+
 struct aligned_free {
-  void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t{tensor_alignment}); }
+  void operator()(void* p) const noexcept { free_block(p); }
 };
 
 template <class T>
 std::unique_ptr<T[], aligned_free> allocate_elements(std::size_t count) {
   if (count == 0) count = 1;  // a rank-0 or empty tensor still owns a valid, aligned pointer
-  void* raw = ::operator new(count * sizeof(T), std::align_val_t{tensor_alignment});
+  void* raw = allocate_block(count * sizeof(T));
   T* first = static_cast<T*>(raw);
   std::uninitialized_value_construct_n(first, count);
   return std::unique_ptr<T[], aligned_free>(first);
@@ -53,7 +60,7 @@ std::unique_ptr<T[], aligned_free> allocate_elements(std::size_t count) {
 template <class T>
 std::unique_ptr<T[], aligned_free> allocate_uninitialized(std::size_t count) {
   if (count == 0) count = 1;
-  void* raw = ::operator new(count * sizeof(T), std::align_val_t{tensor_alignment});
+  void* raw = allocate_block(count * sizeof(T));
   T* first = static_cast<T*>(raw);
   std::uninitialized_default_construct_n(first, count);
   return std::unique_ptr<T[], aligned_free>(first);

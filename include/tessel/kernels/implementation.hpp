@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -30,8 +32,10 @@
 
 #if defined(__linux__)
 #include <sched.h>
+#include <sys/mman.h>
 #endif
 
+#include "tessel/core/tensor.hpp"
 #include "tessel/kernels/collective.hpp"
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/kernels/gemm_xsimd-inl.hpp"
@@ -294,5 +298,83 @@ device_context& this_device() {
 }
 
 }  // namespace tessel::kernels
+
+namespace tessel::detail {
+namespace {
+// Every block starts with a header (64 bytes, so the data stays 64-byte aligned) holding its size.
+constexpr std::size_t block_header = 64;
+constexpr std::size_t large_block = std::size_t{1} << 20;
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+// Freed large blocks kept for reuse, at most this many bytes in all. Under AddressSanitizer nothing is
+// kept, so that a use after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t cache_limit = 0;
+#else
+constexpr std::size_t cache_limit = std::size_t{1} << 30;
+#endif
+
+struct block_cache {
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free;  // by total size
+  std::size_t bytes = 0;
+  // Never destroyed: tensors with static storage may be freed after any destructor of this file has run.
+  static block_cache& get() {
+    static block_cache* cache = new block_cache;
+    return *cache;
+  }
+};
+}  // namespace
+
+void* allocate_block(std::size_t bytes) {
+  if (bytes + block_header < large_block) {
+    auto* raw = static_cast<unsigned char*>(::operator new(bytes + block_header, std::align_val_t{tensor_alignment}));
+    *reinterpret_cast<std::size_t*>(raw) = 0;  // small: from operator new
+    return raw + block_header;
+  }
+  const std::size_t total = (bytes + block_header + huge_page - 1) / huge_page * huge_page;
+  void* raw = nullptr;
+  {
+    block_cache& c = block_cache::get();
+    std::lock_guard lock(c.mutex);
+    if (auto it = c.free.find(total); it != c.free.end()) {
+      raw = it->second;
+      c.bytes -= total;
+      c.free.erase(it);
+    }
+  }
+  if (raw == nullptr) {
+    raw = std::aligned_alloc(huge_page, total);
+    if (raw == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(raw, total, MADV_HUGEPAGE);  // fewer page faults and TLB misses; advice only
+#endif
+  }
+  *static_cast<std::size_t*>(raw) = total;
+  return static_cast<unsigned char*>(raw) + block_header;
+}
+
+void free_block(void* p) noexcept {
+  if (p == nullptr) return;
+  unsigned char* raw = static_cast<unsigned char*>(p) - block_header;
+  const std::size_t total = *reinterpret_cast<std::size_t*>(raw);
+  if (total == 0) {
+    ::operator delete(raw, std::align_val_t{tensor_alignment});
+    return;
+  }
+  {
+    block_cache& c = block_cache::get();
+    std::lock_guard lock(c.mutex);
+    if (c.bytes + total <= cache_limit) {
+      try {
+        c.free.emplace(total, raw);
+        c.bytes += total;
+        return;
+      } catch (...) {  // no room to remember it: give it back
+      }
+    }
+  }
+  std::free(raw);
+}
+}  // namespace tessel::detail
 
 #endif  // TESSEL_KERNELS_IMPLEMENTATION_HPP
