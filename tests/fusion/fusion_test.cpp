@@ -191,8 +191,9 @@ TEST(Fusion, LargeLoopsRunOnEveryCore) {
   for (int call = 0; call < 200 && seen != every; ++call) {
     const auto y = jit(f)(x);
     seen |= pool.last_participants();
-    if (call == 0)
+    if (call == 0) {
       for (std::size_t i = 0; i < x.size; i += 4099) ASSERT_NEAR(y[i], std::tanh(x[i]) * 3 - 1, 1e-6);
+    }
   }
   EXPECT_EQ(seen, every) << "threads that ran blocks (bit mask) of a pool of " << pool.size();
 }
