@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tessel's collectives against OpenMPI's MPI_Allreduce on 2 ranks and the machine's copy bandwidth, in one
-# run, with the alpha-beta prediction from alpha and beta measured in the same run (SHARDING.md §5).
+# run, with the alpha-beta prediction from alpha and beta measured in the same run (SHARDING.md §5); then
+# the all-reduce between 2 processes against MPI_Allreduce.
 #   bench/collectives.sh [BUILD_DIR]   (default build/bench: cmake -DTESSEL_BUILD_BENCHMARKS=ON)
 set -euo pipefail
 build=${1:-build/bench}
@@ -36,3 +37,8 @@ for op, n, s, t, bw in coll:
     print(f"{op:15} {n:>3} {s:>10} {t*1e6:>10.1f} {bw:>10.2f} {c:>9.2f} {bw/c if c else 0:>8.2f} {m if m else 0:>9.2f} {bw/m if m else 0:>6.2f} {pred*1e6:>13.1f} {t/pred:>6.2f}")
 PY
 rm -f "$json"
+# Between processes: the all-reduce over a mesh axis that spans 2 processes against MPI_Allreduce.
+if [ -x "$build/bench/bench_processes_allreduce" ]; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    mpirun --oversubscribe -np 2 "$build/bench/bench_processes_allreduce"
+fi

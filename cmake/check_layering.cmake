@@ -19,6 +19,7 @@ set(layers
   run
   jit
   shard_map
+  distributed
   dump
   random
   nn

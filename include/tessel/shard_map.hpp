@@ -17,18 +17,25 @@
 // its own thread with its own arena (run/mesh.hpp); a block that is one contiguous piece of an argument or
 // a result is read or written in place, others are copied. Collectives add in a fixed order, so a call
 // repeated gives bit-identical results.
+//
+// Over a mesh whose leading axes span processes (mpirun, distributed.hpp) every process calls it with the
+// same arguments and runs its own devices; each gets the whole result (blocks held by other processes
+// are sent to it), bit-identical to a run of the same mesh in one process.
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "tessel/jit.hpp"
+#include "tessel/kernels/collective.hpp"
 #include "tessel/prim/reshape.hpp"
 #include "tessel/prim/family/layout.hpp"
 #include "tessel/run/mesh.hpp"
@@ -85,14 +92,40 @@ constexpr std::size_t offset_of(const std::array<std::ptrdiff_t, ir::max_rank>& 
   return at;
 }
 
-// Does `device` hold the block a result takes (coordinate 0 along every axis the spec does not name)?
+// Does `device` hold the block a result takes here? Along every axis the spec does not name the result is
+// the same on every device: it is taken from coordinate 0, or, along an axis over processes, from this
+// process's own coordinate (`here`: one of this process's devices), so that every process has it.
 template <class M, class Spec>
-constexpr bool represents(std::size_t device) {
-  const auto c = M::coordinates(device);
+constexpr bool represents(std::size_t device, std::size_t here) {
+  const auto c = M::coordinates(device), mine = M::coordinates(here);
   const std::uint8_t named = sharding::axes_mask<M, Spec>();
   for (std::size_t a = 0; a < M::rank; ++a)
-    if (!(named & (1u << a)) && c[a] != 0) return false;
+    if (!(named & (1u << a)) && c[a] != (a < M::process_axes ? mine[a] : 0)) return false;
   return true;
+}
+
+// The devices of M this process runs: all of them, or its share when M's leading axes span processes.
+template <class M>
+struct local_range {
+  std::size_t first = 0, count = M::devices;
+};
+template <class M>
+local_range<M> this_process() {
+  if constexpr (M::processes == 1) {
+    return {};
+  } else {
+    const kernels::process_transport& t = kernels::processes();
+    if (t.count != M::processes || t.all_gather == nullptr) {
+      message_builder m;
+      m << "tessel::shard_map: the ";
+      M::append(m) << " spans " << static_cast<std::uint64_t>(M::processes) << " processes (its axes over processes), but this run has "
+                   << static_cast<std::uint64_t>(t.all_gather == nullptr ? 1 : t.count) << (t.all_gather == nullptr ? " (tessel::distributed::init was not called)" : "")
+                   << "; fix: start it with mpirun -np " << static_cast<std::uint64_t>(M::processes)
+                   << " and call tessel::distributed::init() first, or change the mesh";
+      throw std::runtime_error(std::string(m.view()));
+    }
+    return {t.index * M::local_devices, M::local_devices};
+  }
 }
 
 // A device's copy of a block, or a result block no result takes: a tensor's storage (large ones come back
@@ -118,6 +151,13 @@ struct device_job {
     std::size_t device = 0;
   };
   std::vector<copy_back> copies;
+  // Result leaves with blocks on other processes (split over an axis that spans processes).
+  struct exchange {
+    void (*gather)(void* global, std::size_t first_local) = nullptr;
+    void* global = nullptr;
+  };
+  std::vector<exchange> exchanges;
+  std::size_t first_local = 0, local_count = D;
 
   static void run_device(void* job, std::size_t device) {
     auto& j = *static_cast<device_job*>(job);
@@ -135,6 +175,19 @@ void copy_block(const void* from, void* to, std::size_t device, bool to_global) 
   for (std::size_t d = 0; d < L::rank; ++d) extent[d] = L::dims[d];
   if (to_global) prim::copy_box(ir::code_of<T>(), extent, L::rank, local, from, global, to);
   else prim::copy_box(ir::code_of<T>(), extent, L::rank, global, from, local, to);
+}
+
+// Completes a result leaf split over an axis that spans processes: every process sends its devices' blocks
+// to every other, and takes from them the blocks its own devices do not hold.
+template <class M, class Spec, class T, class S, class L>
+void gather_blocks(void* global, std::size_t first_local) {
+  constexpr std::size_t block = L::size * sizeof(T), per_process = M::local_devices * block;
+  std::vector<unsigned char> sent(per_process), received(M::processes * per_process);
+  for (std::size_t l = 0; l < M::local_devices; ++l) copy_block<M, Spec, T, S, L>(global, sent.data() + l * block, first_local + l, false);
+  kernels::processes().all_gather(sent.data(), per_process, received.data());
+  for (std::size_t d = 0; d < M::devices; ++d)
+    if (d - first_local >= M::local_devices && represents<M, Spec>(d, first_local))
+      copy_block<M, Spec, T, S, L>(received.data() + d * block, global, d, true);
 }
 
 }  // namespace shard_detail
@@ -177,13 +230,17 @@ class sharded {
 
     shard_detail::device_job<D, params, t::outputs> job;
     job.view = &view;
+    const auto here = shard_detail::this_process<M>();
+    job.first_local = here.first;
+    job.local_count = here.count;
     std::size_t leaf = 0;
     (place_argument<shard_detail::spec_at_t<I, in_specs>>(args, leaf, job), ...);
 
     auto result = tree::build<result_type>([](auto l) { return typename decltype(l)::type(uninitialized); });
     place_results(result, job);
-    run::on_devices(M::sizes.data(), M::rank, &decltype(job)::run_device, &job);
+    run::on_devices(M::sizes.data(), M::rank, M::process_axes, &decltype(job)::run_device, &job);
     for (const auto& c : job.copies) c.copy(c.block, c.global, c.device);
+    for (const auto& e : job.exchanges) e.gather(e.global, job.first_local);
     return result;
   }
 
@@ -202,14 +259,14 @@ class sharded {
       const void* leaves[shard_detail::leaf_count<A>() + 1];
       std::size_t n = 0;
       detail::argument_pointers(a, leaves, n);
-      for (std::size_t d = 0; d < M::devices; ++d)
+      for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d)
         for (std::size_t l = 0; l < n; ++l) job.parameters[d][leaf + l] = leaves[l];
       leaf += n;
     } else {
       using T = typename A::value_type;
       using S = typename A::shape_type;
       using L = sharding::local_shape_t<M, Spec, S>;
-      for (std::size_t d = 0; d < M::devices; ++d) {
+      for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) {
         if constexpr (std::is_same_v<L, S>) {
           job.parameters[d][leaf] = a.data();
         } else if constexpr (shard_detail::contiguous_block<S, L>()) {
@@ -246,8 +303,8 @@ class sharded {
       using T = typename X::value_type;
       using S = typename X::shape_type;
       using L = sharding::local_shape_t<M, Spec, S>;
-      for (std::size_t d = 0; d < M::devices; ++d) {
-        const bool mine = shard_detail::represents<M, Spec>(d);
+      for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) {
+        const bool mine = shard_detail::represents<M, Spec>(d, job.first_local);
         if (mine && shard_detail::contiguous_block<S, L>()) {
           job.outputs[d][leaf] = x.data() + shard_detail::offset_of<S>(shard_detail::block_start<M, Spec, L>(d));
           continue;
@@ -260,6 +317,9 @@ class sharded {
                                 },
                                 job.scratch.back().data.get(), x.data(), d});
       }
+      constexpr std::uint8_t over_processes = static_cast<std::uint8_t>((1u << M::process_axes) - 1);
+      if constexpr ((sharding::axes_mask<M, Spec>() & over_processes) != 0)
+        job.exchanges.push_back({&shard_detail::gather_blocks<M, Spec, T, S, L>, x.data()});
       ++leaf;
     }
   }

@@ -6,6 +6,9 @@
 //   tessel::P<tessel::mesh_axes<"data", "model">>   // dim 0 split over both, "data" major
 //   tessel::P<>                                // replicated; trailing dims are never split
 //
+//   // 2 processes (mpirun -np 2, distributed.hpp) of 2 devices each: axes over processes lead the mesh
+//   using N = tessel::mesh<tessel::axis<"data", 2, tessel::over_processes>, tessel::axis<"model", 2>>;
+//
 // Every misuse is a compile error naming the argument, the global shape, the dimension, the axes and their
 // sizes, and the fix: a spec longer than the rank, an axis named twice, an axis the mesh lacks, a dimension
 // the axes' product does not divide (SHARDING.md §1.2-1.5; JAX checks these at trace or call time).
@@ -14,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/fixed_string.hpp"
@@ -72,10 +76,19 @@ inline constexpr spec_entry mesh_axes = [] {
   return e;
 }();
 
-template <fixed_string Name, std::size_t Size>
+// Where an axis's devices live: threads of this process (the default), or one process each along the axis
+// (of a run started by mpirun; its coordinate along such axes is the process's place, distributed.hpp).
+struct in_process {};
+struct over_processes {};
+
+template <fixed_string Name, std::size_t Size, class Placement = in_process>
 struct axis {
+  static_assert(std::is_same_v<Placement, in_process> || std::is_same_v<Placement, over_processes>,
+                "tessel::axis: the third argument says where the axis's devices live: tessel::in_process (the default) "
+                "or tessel::over_processes");
   static constexpr axis_name name{Name};
   static constexpr std::size_t size = Size;
+  static constexpr bool spans_processes = std::is_same_v<Placement, over_processes>;
 };
 
 constexpr message_builder& append_entry(message_builder& m, const spec_entry& e) {
@@ -108,6 +121,20 @@ struct mesh {
   static constexpr std::size_t devices = (std::size_t{1} * ... * Axes::size);
   static constexpr std::array<axis_name, rank> names{Axes::name...};
   static constexpr std::array<std::size_t, rank> sizes{Axes::size...};
+  static constexpr std::array<bool, rank> spans_processes{Axes::spans_processes...};
+  // The leading axes over processes: the run has `processes` of them (their sizes' product), each holding
+  // the `local_devices` that follow it in device order.
+  static constexpr std::size_t process_axes = [] {
+    std::size_t k = 0;
+    while (k < rank && spans_processes[k]) ++k;
+    return k;
+  }();
+  static constexpr std::size_t processes = [] {
+    std::size_t n = 1;
+    for (std::size_t a = 0; a < process_axes; ++a) n *= sizes[a];
+    return n;
+  }();
+  static constexpr std::size_t local_devices = devices / processes;
 
   // -1 if the mesh has no axis of that name.
   static constexpr int index_of(const axis_name& n) {
@@ -135,6 +162,9 @@ struct mesh {
     }
   }();
   static_assert(valid, "tessel::mesh: two axes of a mesh have the same name; fix: name every axis differently");
+  static_assert(((Axes::spans_processes ? 1 : 0) + ... + 0) == process_axes,
+                "tessel::mesh: the axes over processes come first, so that each process holds consecutive devices; "
+                "fix: move every tessel::over_processes axis before the others");
 
   // The mesh coordinates of a device (row-major: the last axis varies fastest, as JAX's device order).
   static constexpr std::array<std::size_t, rank> coordinates(std::size_t device) {

@@ -6,6 +6,11 @@
 // What each device computes, and in which order it adds, depends only on the device and the mesh, never on
 // thread timing, so results are bit-identical from run to run. Compiled once in the tessel library
 // (kernels/implementation.hpp).
+//
+// A mesh whose leading axes span processes (mesh<axis<"data", 2, over_processes>, ...>) runs each process's
+// devices here and reaches the others through the process transport that tessel::distributed::init
+// installs (distributed.hpp, over MPI): a collective over such an axis gathers every process's inputs into
+// every process, after which each device computes its result exactly as on one host, in the same order.
 
 #include <array>
 #include <atomic>
@@ -15,10 +20,21 @@
 
 namespace tessel::kernels {
 
+// How this process exchanges bytes with the other processes of a run (none installed: the run is one
+// process). all_gather gives every process every process's `bytes` (process order) in `received`; it ends
+// the run with an error rather than return a failure or wait forever.
+struct process_transport {
+  std::size_t index = 0, count = 1;
+  void (*all_gather)(const void* send, std::size_t bytes, void* received) = nullptr;
+};
+void install_process_transport(const process_transport& transport);
+const process_transport& processes();
+
 class communicator {
  public:
-  // A mesh of the given axis sizes (row-major device order).
-  communicator(const std::size_t* axis_sizes, std::size_t rank);
+  // A mesh of the given axis sizes (row-major device order) whose first `process_axes` axes span processes:
+  // this process runs its share of the devices, local_devices() of them from first_local().
+  communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes = 0);
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
 
@@ -26,10 +42,15 @@ class communicator {
   std::size_t rank() const { return rank_; }
   std::size_t axis_size(std::size_t axis) const { return sizes_[axis]; }
   std::size_t coordinate(std::size_t device, std::size_t axis) const;
+  std::size_t local_devices() const { return local_devices_; }
+  std::size_t first_local() const { return first_local_; }
+  bool is_local(std::size_t device) const { return device - first_local_ < local_devices_; }
 
-  // Every device calls publish with its buffers; it returns once all have, so each may read the others'.
-  // finish ends the collective: it returns once every device has done its share.
-  void publish(std::size_t device, const void* in, void* out);
+  // Every device calls publish with its buffers (`bytes` each, the same on every device) and the collective's
+  // mesh axes (a bitmask); it returns once all have, so each may read the others' inputs. Over an axis that
+  // spans processes the other processes' inputs are copies here; outputs are only those of this process's
+  // devices. finish ends the collective: it returns once every device has done its share.
+  void publish(std::size_t device, const void* in, void* out, std::size_t bytes, std::uint8_t axes);
   void finish(std::size_t device);
   const void* input(std::size_t device) const { return inputs_[device]; }
   void* output(std::size_t device) const { return outputs_[device]; }
@@ -37,16 +58,20 @@ class communicator {
   void arrive_and_wait();
 
  private:
-  std::size_t devices_ = 1, rank_ = 0;
+  void gather_from_processes(std::size_t bytes);
+
+  std::size_t devices_ = 1, rank_ = 0, local_devices_ = 1, first_local_ = 0;
+  std::uint8_t process_axes_mask_ = 0;
   std::array<std::size_t, 8> sizes_{};
   std::vector<const void*> inputs_;
   std::vector<void*> outputs_;
+  std::vector<unsigned char> sent_, received_;  // a collective's inputs on their way between processes
   alignas(64) std::atomic<std::uint32_t> arrived_{0};
   alignas(64) std::atomic<std::uint32_t> generation_{0};
   std::int64_t started_ = 0;  // device 0's publish, in steady-clock nanoseconds
 };
 
-// Nanoseconds device 0 of every mesh has spent in collectives (from publish to finish, waiting included)
+// Nanoseconds the first device of every mesh (of this process) has spent in collectives (from publish to finish, waiting included)
 // since the process started: what a training loop reports as its all-reduce time.
 std::uint64_t collective_nanoseconds();
 

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -233,11 +234,29 @@ void thread_pool::work(std::size_t thread_index) {
   }
 }
 
-communicator::communicator(const std::size_t* axis_sizes, std::size_t rank) : rank_(rank) {
+namespace {
+process_transport& installed_transport() {
+  static process_transport transport;
+  return transport;
+}
+}  // namespace
+
+void install_process_transport(const process_transport& transport) { installed_transport() = transport; }
+const process_transport& processes() { return installed_transport(); }
+
+communicator::communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes) : rank_(rank) {
+  std::size_t spanned = 1;
   for (std::size_t a = 0; a < rank; ++a) {
     sizes_[a] = axis_sizes[a];
     devices_ *= axis_sizes[a];
+    if (a < process_axes) {
+      spanned *= axis_sizes[a];
+      process_axes_mask_ = static_cast<std::uint8_t>(process_axes_mask_ | (1u << a));
+    }
   }
+  // The runner checked that the run has `spanned` processes (shard_map.hpp).
+  local_devices_ = devices_ / spanned;
+  first_local_ = spanned > 1 ? processes().index * local_devices_ : 0;
   inputs_.assign(devices_, nullptr);
   outputs_.assign(devices_, nullptr);
 }
@@ -259,25 +278,41 @@ std::int64_t now_ns() {
 
 std::uint64_t collective_nanoseconds() { return collective_clock().load(std::memory_order_relaxed); }
 
-void communicator::publish(std::size_t device, const void* in, void* out) {
-  if (device == 0) started_ = now_ns();
+void communicator::publish(std::size_t device, const void* in, void* out, std::size_t bytes, std::uint8_t axes) {
+  if (device == first_local_) started_ = now_ns();
   inputs_[device] = in;
   outputs_[device] = out;
   arrive_and_wait();
+  if (axes & process_axes_mask_) {
+    if (device == first_local_) gather_from_processes(bytes);
+    arrive_and_wait();
+  }
+}
+
+// This process's devices' inputs, one after another, go to every process; the others' arrive in the same
+// layout, process after process, and stand in for their devices' inputs.
+void communicator::gather_from_processes(std::size_t bytes) {
+  const process_transport& t = processes();
+  sent_.resize(local_devices_ * bytes);
+  received_.resize(devices_ * bytes);
+  for (std::size_t l = 0; l < local_devices_; ++l) std::memcpy(sent_.data() + l * bytes, inputs_[first_local_ + l], bytes);
+  t.all_gather(sent_.data(), sent_.size(), received_.data());
+  for (std::size_t d = 0; d < devices_; ++d)
+    if (!is_local(d)) inputs_[d] = received_.data() + d * bytes;
 }
 
 void communicator::finish(std::size_t device) {
   arrive_and_wait();
-  if (device == 0) collective_clock().fetch_add(static_cast<std::uint64_t>(now_ns() - started_), std::memory_order_relaxed);
+  if (device == first_local_) collective_clock().fetch_add(static_cast<std::uint64_t>(now_ns() - started_), std::memory_order_relaxed);
 }
 
 // A counting barrier: the last device to arrive opens the next generation. Waiters spin briefly (a
 // collective's devices usually arrive together) and then sleep on the generation word, so devices that
 // outnumber the cores do not burn them.
 void communicator::arrive_and_wait() {
-  if (devices_ == 1) return;
+  if (local_devices_ == 1) return;
   const std::uint32_t generation = generation_.load(std::memory_order_acquire);
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == devices_) {
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == local_devices_) {
     arrived_.store(0, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_acq_rel);
     generation_.notify_all();

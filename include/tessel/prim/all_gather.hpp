@@ -24,7 +24,7 @@ namespace prim {
 inline void run_all_gather(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = collective::device();
   const collective::group gr = collective::group_of(n, *d.comm, d.device);
-  d.comm->publish(d.device, in[0], out);
+  collective::publish(d, n, *operands[0], in[0], out);
   const auto axis = static_cast<std::size_t>(collective::param(n, 0));
   ir::dims block = operands[0]->shape;
   if (collective::param(n, 1) == 0) block = batching::insert_axis(block, axis, 1);

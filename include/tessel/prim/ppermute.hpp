@@ -28,10 +28,10 @@ namespace prim {
 // attr: [k, axes..., group size N, sender of position 0, ..., sender of position N-1 (-1: none)].
 inline constexpr std::size_t ppermute_max_group = ir::max_ints - 3;
 
-inline void run_ppermute(const ir::node& n, const ir::node* const*, const void* const* in, void* out) {
+inline void run_ppermute(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = collective::device();
   const collective::group gr = collective::group_of(n, *d.comm, d.device);
-  d.comm->publish(d.device, in[0], out);
+  collective::publish(d, n, *operands[0], in[0], out);
   const std::int64_t sender = collective::param(n, 1 + gr.rank);
   const std::size_t bytes = n.shape.size() * ir::bytes_of(n.dtype);
   if (sender < 0) std::memset(out, 0, bytes);

@@ -24,7 +24,7 @@ namespace prim {
 inline void run_psum_scatter(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = collective::device();
   const collective::group gr = collective::group_of(n, *d.comm, d.device);
-  d.comm->publish(d.device, in[0], out);
+  collective::publish(d, n, *operands[0], in[0], out);
   const auto dim = static_cast<std::size_t>(collective::param(n, 0));
   const ir::dims& src = operands[0]->shape;
   std::size_t outer = 1, inner = 1;

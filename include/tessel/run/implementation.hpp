@@ -728,10 +728,10 @@ class device_threads {
     return threads;
   }
 
-  void run(const std::size_t* sizes, std::size_t rank, void (*body)(void*, std::size_t), void* context) {
+  void run(const std::size_t* sizes, std::size_t rank, std::size_t process_axes, void (*body)(void*, std::size_t), void* context) {
     std::lock_guard call(call_mutex_);
-    kernels::communicator comm(sizes, rank);
-    const std::size_t devices = comm.devices();
+    kernels::communicator comm(sizes, rank, process_axes);
+    const std::size_t devices = comm.local_devices();
     while (workers_.size() + 1 < devices) {
       const std::size_t device = workers_.size() + 1;
       workers_.emplace_back([this, device] { work(device); });
@@ -762,10 +762,12 @@ class device_threads {
   }
 
  private:
-  void run_as(std::size_t device) {
+  // `local`: the device's place among this process's devices.
+  void run_as(std::size_t local) {
     kernels::device_context& d = kernels::this_device();
     bool& serial = thread_pool::serial_here();
     const bool was_serial = serial;
+    const std::size_t device = comm_->first_local() + local;
     d = {comm_, device};
     serial = devices_ > 1;
     body_(context_, device);
@@ -801,8 +803,9 @@ class device_threads {
 
 }  // namespace
 
-void on_devices(const std::size_t* axis_sizes, std::size_t rank, void (*body)(void*, std::size_t), void* context) {
-  device_threads::get().run(axis_sizes, rank, body, context);
+void on_devices(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes, void (*body)(void*, std::size_t),
+                void* context) {
+  device_threads::get().run(axis_sizes, rank, process_axes, body, context);
 }
 
 }  // namespace tessel::run

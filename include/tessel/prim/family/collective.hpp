@@ -219,6 +219,11 @@ inline kernels::device_context& device() {
   return d;
 }
 
+// Every device of the group publishes its operand's buffer and its result's (kernels/collective.hpp).
+inline void publish(kernels::device_context& d, const ir::node& n, const ir::node& operand, const void* in, void* out) {
+  d.comm->publish(d.device, in, out, operand.shape.size() * ir::bytes_of(operand.dtype), axes_bits(n));
+}
+
 // Elements of a collective's buffers, as the arithmetic sees them: f32 and bf16 as float, s32 and u32 as
 // themselves.
 template <class Visit>
@@ -262,21 +267,27 @@ void reduce_in_order(reduction op, const void* const* in, std::size_t n, std::si
 }
 
 // psum, pmax, pmin: each device reduces its share (chunk `rank` of the elements) over the group, in member
-// order, and writes it into every member's result.
+// order, and writes it into every member's result. A group that spans processes has members whose results
+// are not here: each device then reduces all the elements itself, in the same member order, so the sums
+// are bit-identical to those of one process.
 template <reduction Op>
-void run_all_reduce(const ir::node& n, const ir::node* const*, const void* const* in, void* out) {
+void run_all_reduce(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = device();
   const group gr = group_of(n, *d.comm, d.device);
-  d.comm->publish(d.device, in[0], out);
-  const std::size_t count = n.shape.size(), first = gr.rank * count / gr.size, last = (gr.rank + 1) * count / gr.size;
+  publish(d, n, *operands[0], in[0], out);
+  bool all_here = true;
+  for (std::size_t j = 0; j < gr.size; ++j) all_here = all_here && d.comm->is_local(gr.member[j]);
+  const std::size_t count = n.shape.size();
+  const std::size_t first = all_here ? gr.rank * count / gr.size : 0, last = all_here ? (gr.rank + 1) * count / gr.size : count;
   std::array<const void*, max_mesh_devices> ins{};
   for (std::size_t j = 0; j < gr.size; ++j) ins[j] = d.comm->input(gr.member[j]);
   with_element_type(n.dtype, [&]<class T>(T) {
     if constexpr (!std::is_same_v<T, bool>) {
       reduce_in_order<T>(Op, ins.data(), gr.size, first, last - first, out);
-      for (std::size_t j = 0; j < gr.size; ++j)
-        if (gr.member[j] != d.device)
-          std::memcpy(static_cast<T*>(d.comm->output(gr.member[j])) + first, static_cast<const T*>(out) + first, (last - first) * sizeof(T));
+      if (all_here)
+        for (std::size_t j = 0; j < gr.size; ++j)
+          if (gr.member[j] != d.device)
+            std::memcpy(static_cast<T*>(d.comm->output(gr.member[j])) + first, static_cast<const T*>(out) + first, (last - first) * sizeof(T));
     }
   });
   d.comm->finish(d.device);

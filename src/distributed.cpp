@@ -1,0 +1,107 @@
+// tessel::distributed over MPI: the process transport of kernels/collective.hpp.
+#include "tessel/distributed.hpp"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace tessel::distributed {
+namespace {
+
+struct state {
+  double timeout_seconds = 30;
+  std::uint64_t collectives = 0;  // collectives so far: every process counts the same
+  int index = 0, count = 1;
+};
+state& run_state() {
+  static state s;
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& message) {
+  const state& s = run_state();
+  std::fprintf(stderr, "tessel::distributed: process %d of %d: %s\n", s.index, s.count, message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+// Waits for a request, polling (MPI progresses in the calls), until the deadline.
+void wait_for(MPI_Request& request, const char* what, std::uint64_t collective) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(run_state().timeout_seconds);
+  for (unsigned polls = 0;; ++polls) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if ((polls & 1023) == 1023) {
+      if (std::chrono::steady_clock::now() > deadline)
+        fail("collective " + std::to_string(collective) + " (" + what + ") waited " +
+             std::to_string(run_state().timeout_seconds) +
+             " s for the other processes: one has died or stopped calling the same collectives; ending the run");
+      sched_yield();
+    }
+  }
+}
+
+void all_gather(const void* send, std::size_t bytes, void* received) {
+  state& s = run_state();
+  const std::uint64_t collective = s.collectives++;
+  // First the collective's number and size from every process: a process that runs another program, or
+  // another mesh, is found here instead of corrupting memory.
+  std::uint64_t mine[2] = {collective, bytes};
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(s.count));
+  MPI_Request request;
+  MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &request);
+  wait_for(request, "sizes", collective);
+  for (int p = 0; p < s.count; ++p)
+    if (all[2 * p] != collective || all[2 * p + 1] != bytes)
+      fail("collective " + std::to_string(collective) + ": this process sends " + std::to_string(bytes) + " bytes, process " +
+           std::to_string(p) + " sends " + std::to_string(all[2 * p + 1]) + " bytes at its collective " + std::to_string(all[2 * p]) +
+           "; every process must run the same program over the same mesh");
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    fail("collective " + std::to_string(collective) + " sends " + std::to_string(bytes) +
+         " bytes from each process, more than one MPI message holds (2^31 - 1)");
+  MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD, &request);
+  wait_for(request, "data", collective);
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void start(int* argc, char*** argv, options o) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    std::fprintf(stderr, "tessel::distributed::init: called twice; call it once, at the start of main\n");
+    std::exit(2);
+  }
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  state& s = run_state();
+  MPI_Comm_rank(MPI_COMM_WORLD, &s.index);
+  MPI_Comm_size(MPI_COMM_WORLD, &s.count);
+  if (provided < MPI_THREAD_FUNNELED) fail("this MPI library does not let a threaded program call it (MPI_THREAD_FUNNELED)");
+  if (!(o.timeout_seconds > 0)) fail("options::timeout_seconds must be positive");
+  s.timeout_seconds = o.timeout_seconds;
+  std::atexit(finalize_at_exit);
+  kernels::install_process_transport({static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.count), &all_gather});
+}
+
+}  // namespace
+
+void init(int& argc, char**& argv, options o) { start(&argc, &argv, o); }
+void init(options o) { start(nullptr, nullptr, o); }
+
+void abort(std::string_view message) { fail(std::string(message)); }
+
+}  // namespace tessel::distributed

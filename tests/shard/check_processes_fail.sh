@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A run over 2 processes whose other process fails must end, with an error, within 30 s:
+#   killed   process 1 is killed (SIGKILL) while both run collectives
+#   stalled  process 1 stops calling collectives: process 0's wait times out (3 s in this test)
+# usage: check_processes_fail.sh MPIEXEC PROCESSES_TEST killed|stalled
+set -uo pipefail
+mpiexec=$1 exe=$2 case=$3
+out=$(mktemp) && trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL ($case): $*"; cat "$out"; exit 1; }
+
+start=$(date +%s)
+case "$case" in
+  killed)
+    "$mpiexec" -np 2 --oversubscribe "$exe" --loop 60 >"$out" 2>&1 &
+    run=$!
+    for _ in $(seq 100); do
+      pid=$(sed -n 's/^process 1 pid \([0-9]*\)$/\1/p' "$out")
+      [ -n "$pid" ] && break
+      sleep 0.2
+    done
+    [ -n "$pid" ] || { kill -9 "$run"; fail "process 1 never started"; }
+    sleep 1
+    killed_at=$(date +%s)
+    kill -9 "$pid"
+    ;;
+  stalled)
+    "$mpiexec" -np 2 --oversubscribe "$exe" --stall >"$out" 2>&1 &
+    run=$!
+    killed_at=$start
+    ;;
+  *) echo "unknown case '$case'"; exit 2 ;;
+esac
+
+for _ in $(seq 300); do
+  kill -0 "$run" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$run" 2>/dev/null; then
+  kill -9 "$run"
+  fail "the run was still going 30 s after process 1 failed"
+fi
+wait "$run"
+status=$?
+elapsed=$(( $(date +%s) - killed_at ))
+[ "$status" -ne 0 ] || fail "the run exited with status 0"
+[ "$elapsed" -le 30 ] || fail "the run took $elapsed s to end"
+if [ "$case" = stalled ]; then
+  grep -q "tessel::distributed: process 0 of 2: collective .* waited 3.* s for the other processes" "$out" ||
+    fail "process 0 did not report its timeout"
+fi
+echo "ok ($case): the run ended with status $status ${elapsed} s after process 1 failed"
+cat "$out" | tail -5

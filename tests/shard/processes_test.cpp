@@ -1,0 +1,171 @@
+// A mesh over processes (mpirun -np 1, 2 or 4): the mesh ("a": 2, "b": 2) split as 1 process x 4 devices,
+// 2 x 2 ("a" over processes) or 4 x 1 (both). Every collective, and a data-parallel gradient, must give
+// bytes identical to the same mesh run inside one process (which each process also runs, as reference).
+// The inputs mix magnitudes from 1e-3 to 1e7, so a sum in another order would differ in its last bits.
+//
+//   processes_test                  GoogleTest, under mpirun (tests/shard/CMakeLists.txt)
+//   processes_test --loop SECONDS   collectives over ("a", "b") for that long (the kill test)
+//   processes_test --stall          process 1 stops calling collectives (the timeout test)
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "tessel/distributed.hpp"
+#include "tessel/nn/losses.hpp"
+#include "tessel/tessel.hpp"
+
+namespace {
+using namespace tessel;
+
+using OneProcess = mesh<axis<"a", 2>, axis<"b", 2>>;
+using TwoProcesses = mesh<axis<"a", 2, over_processes>, axis<"b", 2>>;
+using FourProcesses = mesh<axis<"a", 2, over_processes>, axis<"b", 2, over_processes>>;
+
+template <class T>
+T mixed(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> e(-3, 7);
+  T t(uninitialized);
+  for (std::size_t i = 0; i < T::size; ++i)
+    t.data()[i] = static_cast<typename T::value_type>(u(rng) * std::pow(10.0f, static_cast<float>(e(rng))));
+  return t;
+}
+
+template <class A, class B>
+void expect_same_bytes(const A& a, const B& b, const char* what) {
+  static_assert(sizeof(a.data()[0]) == sizeof(b.data()[0]) && A::size == B::size);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), A::size * sizeof(a.data()[0])), 0)
+      << what << " differs on process " << distributed::process_index() << " of " << distributed::process_count();
+}
+
+// Every collective over one axis, the other, and both; results stacked per device (P over both axes).
+template <class M>
+auto collectives(const tensor<float, shape<16, 8>>& x, const tensor<bfloat16, shape<16, 8>>& h) {
+  using both = P<mesh_axes<"a", "b">>;
+  auto f = shard_map<M, specs<both, both>, specs<both, both, both, both, both, both, both, both, both>>([](auto b, auto hb) {
+    return std::tuple{psum<"a">(b), psum<"b">(b), psum<mesh_axes<"a", "b">>(b), pmax<mesh_axes<"b", "a">>(b),
+                      all_gather<M, "a", 0, true>(b), psum_scatter<M, mesh_axes<"a", "b">, 1, true>(b),
+                      ppermute<"a", edge{0, 1}, edge{1, 0}>(b) + ppermute<"b", edge{1, 0}>(b), all_to_all<M, "b", 1, 0, true>(b),
+                      psum<mesh_axes<"a", "b">>(hb)};
+  });
+  return f(x, h);
+}
+
+template <class M>
+void check_collectives() {
+  const auto x = mixed<tensor<float, shape<16, 8>>>(7);
+  const auto h = mixed<tensor<bfloat16, shape<16, 8>>>(8);
+  const auto want = collectives<OneProcess>(x, h);
+  const auto got = collectives<M>(x, h);
+  expect_same_bytes(std::get<0>(got), std::get<0>(want), "psum over a");
+  expect_same_bytes(std::get<1>(got), std::get<1>(want), "psum over b");
+  expect_same_bytes(std::get<2>(got), std::get<2>(want), "psum over (a, b)");
+  expect_same_bytes(std::get<3>(got), std::get<3>(want), "pmax over (b, a)");
+  expect_same_bytes(std::get<4>(got), std::get<4>(want), "all_gather over a");
+  expect_same_bytes(std::get<5>(got), std::get<5>(want), "psum_scatter over (a, b)");
+  expect_same_bytes(std::get<6>(got), std::get<6>(want), "ppermute over a and b");
+  expect_same_bytes(std::get<7>(got), std::get<7>(want), "all_to_all over b");
+  expect_same_bytes(std::get<8>(got), std::get<8>(want), "bf16 psum over (a, b)");
+}
+
+// Data parallel over both axes: replicated parameters, the batch split, gradients summed by the psum that
+// tracing inserts; the replicated results must be whole in every process.
+using W = tensor<float, shape<6, 4>>;
+constexpr auto local_loss = [](auto w, auto x, auto y) { return mean(nn::softmax_cross_entropy(matmul(x, w), y)); };
+
+template <class M>
+auto data_parallel_step(const W& w, const tensor<float, shape<16, 6>>& x, const tensor<float, shape<16, 4>>& y) {
+  using batch = P<mesh_axes<"a", "b">>;
+  return shard_map<M, specs<P<>, batch, batch>, specs<P<>, P<>>>([](auto wp, auto xb, auto yb) {
+    const auto loss = [](auto q, auto a, auto b) { return pmean<mesh_axes<"a", "b">>(local_loss(q, a, b)); };
+    return std::tuple{loss(wp, xb, yb), grad<0>(loss)(wp, xb, yb)};
+  })(w, x, y);
+}
+
+template <class M>
+void check_data_parallel() {
+  const auto w = mixed<W>(1);
+  const auto x = mixed<tensor<float, shape<16, 6>>>(2);
+  tensor<float, shape<16, 4>> y{};
+  for (std::size_t i = 0; i < 16; ++i) y.data()[i * 4 + i % 4] = 1;
+  const auto [want_loss, want_grad] = data_parallel_step<OneProcess>(w, x, y);
+  const auto [loss, g] = data_parallel_step<M>(w, x, y);
+  expect_same_bytes(loss, want_loss, "data-parallel loss");
+  expect_same_bytes(g, want_grad, "data-parallel gradient");
+}
+
+template <class Check>
+void on_this_run(Check check) {
+  switch (distributed::process_count()) {
+    case 1: check.template operator()<OneProcess>(); break;
+    case 2: check.template operator()<TwoProcesses>(); break;
+    case 4: check.template operator()<FourProcesses>(); break;
+    default: FAIL() << "run this test with mpirun -np 1, 2 or 4, not " << distributed::process_count();
+  }
+}
+
+TEST(Processes, CollectivesAreBitIdenticalToOneProcess) {
+  on_this_run([]<class M>() { check_collectives<M>(); });
+}
+
+TEST(Processes, DataParallelGradientIsBitIdenticalToOneProcess) {
+  on_this_run([]<class M>() { check_data_parallel<M>(); });
+}
+
+TEST(Processes, MeshOverTwoProcessesChecksTheProcessCount) {
+  const auto x = mixed<tensor<float, shape<16, 8>>>(7);
+  const auto h = mixed<tensor<bfloat16, shape<16, 8>>>(8);
+  if (distributed::process_count() == 2) {
+    EXPECT_NO_THROW(collectives<TwoProcesses>(x, h));
+    return;
+  }
+  try {
+    collectives<TwoProcesses>(x, h);
+    ADD_FAILURE() << "a mesh over 2 processes ran in a run of " << distributed::process_count();
+  } catch (const std::runtime_error& e) {
+    const std::string want = "spans 2 processes (its axes over processes), but this run has " + std::to_string(distributed::process_count());
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fix: start it with mpirun -np 2"), std::string::npos) << e.what();
+  }
+}
+
+// Collectives over both axes for `seconds`, each process first printing its pid (the kill test).
+int loop(double seconds) {
+  std::printf("process %zu pid %d\n", distributed::process_index(), static_cast<int>(getpid()));
+  std::fflush(stdout);
+  const auto x = mixed<tensor<float, shape<16, 8>>>(7);
+  const auto h = mixed<tensor<bfloat16, shape<16, 8>>>(8);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) collectives<TwoProcesses>(x, h);
+  return 0;
+}
+
+// Process 1 never reaches the collective: process 0 must end the run when its wait times out.
+int stall() {
+  if (distributed::process_index() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
+  const auto x = mixed<tensor<float, shape<16, 8>>>(7);
+  const auto h = mixed<tensor<bfloat16, shape<16, 8>>>(8);
+  collectives<TwoProcesses>(x, h);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool stalling = argc > 1 && std::string(argv[1]) == "--stall";
+  distributed::init(argc, argv, {.timeout_seconds = stalling ? 3.0 : 30.0});
+  if (argc > 2 && std::string(argv[1]) == "--loop") return loop(std::stod(argv[2]));
+  if (stalling) return stall();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
