@@ -2,7 +2,7 @@
 # The Fashion-MNIST example refuses to lose or mix a run, and checks its flags and output paths first:
 #   bash check_fashion_mnist_runs.sh EXE WORK CASE
 # CASE: bad_flags, nan_learning_rate, nonfinite_loss, bad_trace_path, fresh_run_refuses, wrong_run_resume,
-# two_writers, all_damaged, devices (examples/CMakeLists.txt registers one test per case). Each run is a few steps
+# two_writers, all_damaged, devices, processes (with the mpirun path as 4th argument) (examples/CMakeLists.txt registers one test per case). Each run is a few steps
 # of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 (or 1 where
 # noted) and a message on stderr naming the flag, file or process.
 set -u
@@ -16,10 +16,11 @@ fail() {
 }
 # run NAME STATUS ARGS...: runs the example with ARGS (stdout in NAME.out, stderr in NAME.err); its exit
 # status must be STATUS (a number, or "nonzero").
+launcher=()  # mpirun and its flags, for the runs over processes
 run() {
   local name=$1 want=$2
   shift 2
-  "$exe" "$@" >"$name.out" 2>"$name.err"
+  "${launcher[@]}" "$exe" "$@" >"$name.out" 2>"$name.err"
   local rc=$?
   echo "--- $name: exit $rc: $*"
   cat "$name.out" "$name.err"
@@ -38,6 +39,17 @@ says() {
 # refused NAME: nothing was trained (stdout is empty).
 refused() { [ ! -s "$1.out" ] || fail "$1: it trained before refusing (stdout is not empty)"; }
 summary() { grep -F '"test_accuracy"' "$1.out" >/dev/null || fail "$1: no JSON summary"; }
+# Do two checkpoints hold the same tensor bytes (what follows a safetensors file's 8-byte length and JSON
+# header)? Both files must exist.
+same_tensors() {
+  local f n
+  for f in "$1" "$2"; do [ -s "$f" ] || fail "no checkpoint $f"; done
+  tensor_bytes() {
+    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+    tail -c +$((9 + n)) "$1"
+  }
+  cmp <(tensor_bytes "$1") <(tensor_bytes "$2")
+}
 run_id() { sed -n 's/.*"run": "\([0-9a-f]*\)".*/\1/p' "$1.out"; }
 
 case $case in
@@ -207,12 +219,23 @@ devices)
   run second 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir b
   summary first
   grep -qF '"devices": 2' first.out || fail "first: the summary does not say 2 devices"
-  tensors() {  # a safetensors file's tensor bytes: what follows its 8-byte length and JSON header
-    local n
-    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
-    tail -c +$((9 + n)) "$1"
-  }
-  cmp <(tensors a/ckpt-12.safetensors) <(tensors b/ckpt-12.safetensors) || fail "two runs on 2 devices differ"
+  same_tensors a/ckpt-000000000012.safetensors b/ckpt-000000000012.safetensors || fail "two runs on 2 devices differ"
+  ;;
+processes)
+  # mpirun -np 2 --devices 2 (one device in each process) trains exactly as 2 devices in one process: the
+  # checkpoints hold the same bytes, also after a resume under mpirun; only process 0 writes and reports.
+  run one 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir a
+  launcher=("$4" -np 2 --oversubscribe)
+  run two 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir b --save-every 6
+  summary two
+  [ "$(grep -c '"test_accuracy"' two.out)" = 1 ] || fail "two: not exactly one summary (process 0 reports alone)"
+  same_tensors a/ckpt-000000000012.safetensors b/ckpt-000000000012.safetensors || fail "2 processes differ from 2 devices in one"
+  rm b/ckpt-000000000012.safetensors
+  run resumed 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir b --resume
+  grep -qF "resumed from b/ckpt-000000000006.safetensors at step 6" resumed.out || fail "resumed: it did not resume from step 6"
+  same_tensors a/ckpt-000000000012.safetensors b/ckpt-000000000012.safetensors || fail "the resumed run over 2 processes differs"
+  run wrong 2 --epochs 1 --steps 2 --devices 4
+  says wrong "mpirun -np 2: a run over processes is compiled for --model mlp --devices 2"
   ;;
 *)
   fail "unknown case"

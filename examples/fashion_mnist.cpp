@@ -12,6 +12,9 @@
 // The models and the train step are in fashion_mnist.hpp, instantiated by fashion_mnist_steps.cpp.
 #include "fashion_mnist.hpp"
 #include "tessel/kernels/collective.hpp"
+#if TESSEL_FM_PROCESSES
+#include "tessel/distributed.hpp"
+#endif
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -154,6 +157,8 @@ std::optional<std::string> set_flag(options& o, const std::string& name, const s
     return path(o.curve);
   } else if (name == "--devices") {
     if (value != "1" && value != "2" && value != "4") return std::string("is not a compiled mesh size; expected 1, 2 or 4");
+    if (!TESSEL_FM_DATA_PARALLEL && value != "1")
+      return std::string("needs the data-parallel steps, which this build leaves out (TESSEL_SANITIZE); expected 1");
     o.devices = std::stoi(value);
   }
   return std::nullopt;
@@ -171,6 +176,9 @@ bool takes_value(const std::string& name) {
 // Every problem of the command line is reported (on stderr, one line each), not only the first.
 std::optional<options> parse(int argc, char** argv) {
   options o;
+#if TESSEL_FM_PROCESSES
+  o.processes = static_cast<int>(tessel::distributed::process_count());
+#endif
   std::vector<std::string> errors;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -211,6 +219,10 @@ std::optional<options> parse(int argc, char** argv) {
                                       std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
       if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
   }
+  if (o.processes > 1 && (o.devices != o.processes || o.processes != 2 || o.model != "mlp"))
+    errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
+                     "under mpirun -np 2 (one device in each process); given --model " + o.model + " --devices " +
+                     std::to_string(o.devices));
   if (o.devices > 1 && o.batch_size != 128)
     errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
                      std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
@@ -325,9 +337,12 @@ void error(const std::string& text) { std::fprintf(stderr, "fashion_mnist: %s\n"
 }  // namespace
 
 // The checkpoint directory of a run: held locked from start-up to exit.
+// A run over processes: process 0 holds the lock and writes; the others only read what to resume.
 struct run_directory {
-  explicit run_directory(const std::filesystem::path& dir) : lock(dir) {}
-  tessel::io::directory_lock lock;
+  explicit run_directory(const std::filesystem::path& dir, bool writer) {
+    if (writer) lock.emplace(dir);
+  }
+  std::optional<tessel::io::directory_lock> lock;
   std::string run_id;                                       // recorded in every checkpoint ("tessel.run")
   std::optional<tessel::io::loaded_checkpoint> resume_from;  // checked against the flags
 };
@@ -358,10 +373,10 @@ bool check_outputs(const options& o) {
 // checkpoint, refused when the flags that shape the state differ from that run's, when the directory
 // mixes runs, or when no checkpoint is intact (unless --resume-or-start: then a new run). Returns the
 // exit status when the program must stop (the reasons printed on stderr).
-std::optional<int> prepare_directory(options& o) {
+std::optional<int> prepare_directory(options& o, bool writer) {
   const std::filesystem::path dir = o.checkpoint_dir;
   try {
-    o.directory = std::make_shared<run_directory>(dir);
+    o.directory = std::make_shared<run_directory>(dir, writer);
   } catch (const tessel::io::directory_busy& e) {
     error(std::string("--checkpoint-dir: ") + e.what());
     return 1;
@@ -378,6 +393,7 @@ std::optional<int> prepare_directory(options& o) {
     return out;
   };
   const auto all = [](const auto&) { return true; };
+  if (!o.resume && !writer) return std::nullopt;  // a new run: process 0 decides and writes
   if (!o.resume) {
     if (!files.empty() && !o.overwrite) {
       error(o.checkpoint_dir + " holds checkpoints of another run:" + listing(all) +
@@ -556,7 +572,8 @@ run_log::run_log(const options& o, std::size_t batch, std::size_t steps, std::si
   bar_.set_batch(static_cast<double>(batch));
   if (!o.checkpoint_dir.empty()) {
     if (!o.directory) throw std::logic_error("run_log: --checkpoint-dir without prepare_directory");
-    ckpt_.emplace(o.checkpoint_dir,
+    if (o.directory->lock)  // the process that writes
+      ckpt_.emplace(o.checkpoint_dir,
                   tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = o.directory->run_id});
   }
 }
@@ -704,12 +721,24 @@ void run_log::write_curve() const {
 
 int main(int argc, char** argv) {
   using namespace fashion_mnist;
+  bool writer = true;  // process 0 of a run over processes, or the only one
+#if TESSEL_FM_PROCESSES
+  if (tessel::distributed::started_by_mpirun()) {
+    tessel::distributed::init(argc, argv);
+    writer = tessel::distributed::process_index() == 0;
+  }
+#endif
   auto parsed = parse(argc, argv);
   if (!parsed) return 2;
   options& o = *parsed;
-  if (!check_outputs(o)) return 2;
+  if (!writer) {  // the same training; process 0 reports it and writes the files
+    o.trace.clear();
+    o.curve.clear();
+    if (!std::freopen("/dev/null", "w", stdout)) return 1;
+  }
+  if (writer && !check_outputs(o)) return 2;
   if (!o.checkpoint_dir.empty())
-    if (const auto status = prepare_directory(o)) return *status;
+    if (const auto status = prepare_directory(o, writer)) return *status;
   dataset d;
   try {
     d = load(o);

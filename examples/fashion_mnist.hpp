@@ -50,7 +50,8 @@ struct options {
   int keep = 3;
   std::string trace;
   std::string curve;  // prefix of <prefix>.csv and <prefix>.svg
-  int devices = 1;    // data parallel over a mesh ("data", devices) of host devices
+  int devices = 1;    // data parallel over a mesh ("data", devices) of host devices, or of processes (mpirun)
+  int processes = 1;  // mpirun -np: each process runs one device of the mesh; process 0 writes every file
   std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
 };
 
@@ -285,19 +286,20 @@ class run_log {
   clock::time_point epoch_start_;
 };
 
-// The train step on one device (jit, parameters and state donated), or data parallel on a mesh of D.
-template <class C, std::size_t D>
+// The train step on one device (jit, parameters and state donated), or data parallel on a mesh of D:
+// devices of this process, or one device in each of D processes (mpirun -np D, Placement over_processes).
+template <class C, std::size_t D, class Placement>
 constexpr auto make_step() {
   if constexpr (D == 1) {
     return tessel::jit(train_step<C>{});
   } else {
     using tessel::P, tessel::specs;
-    return tessel::shard_map<tessel::mesh<tessel::axis<"data", D>>, specs<P<>, P<>, P<"data">, P<"data">, P<>>, P<>>(
+    return tessel::shard_map<tessel::mesh<tessel::axis<"data", D, Placement>>, specs<P<>, P<>, P<"data">, P<"data">, P<>>, P<>>(
         train_step<C, data_parallel_loss_fn<C>>{});
   }
 }
 
-template <class Model, std::size_t B, class C, std::size_t D = 1>
+template <class Model, std::size_t B, class C, std::size_t D = 1, class Placement = tessel::in_process>
 int run(const options& o, const dataset& d) {
   using clock = std::chrono::steady_clock;
   using state_t = tessel::optim::adam_state<Model>;
@@ -311,11 +313,11 @@ int run(const options& o, const dataset& d) {
   if constexpr (std::is_same_v<Model, mlp<>>) params = init_mlp(init_key);
   else params = init_cnn(init_key);
   state_t opt_state = optimizer{}.init(params);
-  const auto step = make_step<C, D>();
+  const auto step = make_step<C, D, Placement>();
   const auto eval = tessel::jit(evaluate<C>{});
   using step_plan = typename decltype(step)::template traced_for<Model, state_t, tensor<float, shape<B, pixels>>,
                                                                  tensor<std::int32_t, shape<B>>, tensor<float, shape<>>>;
-  run_log log(o, B, steps, step_plan::plan.arena_bytes * D);
+  run_log log(o, B, steps, step_plan::plan.arena_bytes * (std::is_same_v<Placement, tessel::in_process> ? D : 1));
   // optax.cosine_decay_schedule over the whole run, evaluated at the optimizer's count before each update.
   const tessel::optim::cosine_decay_schedule schedule{.init_value = o.learning_rate,
                                                       .decay_steps = static_cast<std::int32_t>(log.total_steps())};

@@ -1,7 +1,8 @@
 // The training loop of the Fashion-MNIST example for one model and precision, chosen by the build
 // (TESSEL_FM_CNN, TESSEL_FM_BF16: examples/CMakeLists.txt compiles this file four times), for every
 // batch size. Each translation unit holds four train steps and four evaluation steps, and two data-parallel
-// train steps (2 and 4 devices) for the default batch size.
+// train steps (2 and 4 devices) for the default batch size unless the build leaves them out
+// (TESSEL_FM_DATA_PARALLEL 0: the sanitizer build).
 #include "fashion_mnist.hpp"
 
 #include <type_traits>
@@ -15,8 +16,16 @@ int run_batch(const options& o, const dataset& d) {
     case 64: return run<Model, 64, C>(o, d);
     case 256: return run<Model, 256, C>(o, d);
     default:  // the batch size the data-parallel steps are compiled for (--devices 2 or 4)
+#if TESSEL_FM_DATA_PARALLEL
+#if TESSEL_FM_PROCESSES
+      // mpirun -np 2 --devices 2: one device in each process (the MLP only: each mesh is one more step
+      // compiled into every unit).
+      if constexpr (!TESSEL_FM_CNN)
+        if (o.processes == 2) return run<Model, 128, C, 2, tessel::over_processes>(o, d);
+#endif
       if (o.devices == 2) return run<Model, 128, C, 2>(o, d);
       if (o.devices == 4) return run<Model, 128, C, 4>(o, d);
+#endif
       return run<Model, 128, C>(o, d);
   }
 }
