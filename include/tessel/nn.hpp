@@ -3,3 +3,4 @@
 #include "tessel/nn/init.hpp"
 #include "tessel/nn/layers.hpp"
 #include "tessel/nn/losses.hpp"
+#include "tessel/nn/transformer.hpp"
