@@ -1,0 +1,198 @@
+// The training loop of the char-level language model, for both compute dtypes. The bucket of each batch
+// (64, 128 or 256 characters) is chosen at run time by the pipeline, and std::visit calls the train step
+// instantiated for that bucket's shapes (train_on, char_lm_step.cpp): one compiled step per bucket.
+#include "char_lm.hpp"
+
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <type_traits>
+#include <variant>
+
+namespace char_lm {
+
+namespace {
+std::string run_id(const options& o, const char* precision) {
+  char text[256];
+  std::snprintf(text, sizeof text, "char_lm layers=%d precision=%s seed=%" PRIu32 " steps=%d lr=%.9g warmup=%d",
+                static_cast<int>(model::L), precision, o.seed, o.steps, static_cast<double>(o.learning_rate), o.warmup);
+  return text;
+}
+}  // namespace
+
+template <class C>
+int train(const options& o, const corpus& data) {
+  using clock = std::chrono::steady_clock;
+  namespace profile = tessel::profile;
+  constexpr const char* precision = std::is_same_v<C, float> ? "f32" : "bf16";
+  const auto root = tessel::random::key_from_seed(o.seed);
+  const auto keys = tessel::random::split<3>(root);
+  const auto init_key = keys[0], shuffle_key = keys[1], sample_key = keys[2];
+  params_t params = model::init(init_key);
+  state_t opt_state = optimizer{}.init(params);
+
+  auto stream = td::from_vector(data.train.chunks) | td::shuffle(shuffle_key) |
+                td::bucket_by_length<bucket_64, bucket_128, bucket_256>() | td::prefetch(2);
+
+  const std::string run = run_id(o, precision);
+  std::optional<tessel::io::directory_lock> lock;
+  std::optional<tessel::io::checkpoint_manager> ckpt;
+  std::uint64_t first = 0;
+  if (!o.checkpoint_dir.empty()) {
+    std::filesystem::create_directories(o.checkpoint_dir);
+    lock.emplace(o.checkpoint_dir);
+    ckpt.emplace(o.checkpoint_dir, tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = run});
+    if (o.resume) {
+      auto last = ckpt->restore_latest();
+      if (!last) {
+        std::fprintf(stderr, "char_lm: --resume: %s holds no intact checkpoint\n", o.checkpoint_dir.c_str());
+        return 1;
+      }
+      for (const std::string& s : last->skipped) std::fprintf(stderr, "char_lm: skipped %s\n", s.c_str());
+      if (last->get(tessel::io::checkpoint_run_key) != run) {
+        std::fprintf(stderr, "char_lm: --resume: %s is of run '%s', these flags make '%s'\n", last->path.c_str(),
+                     last->get(tessel::io::checkpoint_run_key).c_str(), run.c_str());
+        return 2;
+      }
+      last->load(tessel::io::slot("params", params), tessel::io::slot("opt_state", opt_state));
+      stream.restore(td::stream_position::from_json(last->get("data_position")));
+      first = last->step;
+      std::printf("resumed from %s (step %" PRIu64 ")\n", last->path.c_str(), first);
+    } else if (!ckpt->steps().empty()) {
+      std::fprintf(stderr, "char_lm: %s already holds checkpoints; resume with --resume or choose another directory\n",
+                   o.checkpoint_dir.c_str());
+      return 2;
+    }
+  }
+
+  std::optional<tensor_dir> exported;
+  if (!o.export_dir.empty()) {
+    exported.emplace(o.export_dir);
+    exported->write_params("init.", params);
+  }
+  std::FILE* curve = nullptr;
+  if (!o.curve.empty()) {
+    curve = std::fopen((o.curve + ".csv").c_str(), first == 0 ? "w" : "a");
+    if (!curve) {
+      std::fprintf(stderr, "char_lm: cannot write %s.csv\n", o.curve.c_str());
+      return 2;
+    }
+    if (first == 0) std::fprintf(curve, "step,train_bits,validation_bits\n");
+  }
+  if (!o.trace.empty()) {
+    profile::enable();
+    profile::set_thread_name("main");
+  }
+
+  const double ln2 = std::log(2.0);
+  std::map<std::size_t, std::set<const void*>> plans;  // bucket length -> the plans its steps ran
+  std::map<std::size_t, std::uint64_t> per_bucket;
+  double train_seconds = 0, wait_seconds = 0, window_loss = 0, window_chars = 0, last_train_bits = NAN, validation = NAN;
+  std::uint64_t trained_chars = 0, positions = 0, window_steps = 0;
+  tensor<float, shape<>> lr;
+  std::printf("char_lm: %zu layers, d_model %zu, %zu heads, %s, %d steps (from %" PRIu64 "), buckets 64x16 128x8 256x4\n",
+              model::L, model::D, model::H, precision, o.steps, first);
+  std::fflush(stdout);
+
+  for (std::uint64_t g = first; g < static_cast<std::uint64_t>(o.steps); ++g) {
+    const auto t0 = clock::now();
+    std::optional<typename decltype(stream)::value_type> b;
+    {
+      profile::scope scope("data.next");
+      b = stream.next();
+      if (!b) b = stream.next();  // the end of an epoch: the next one starts
+    }
+    const auto t1 = clock::now();
+    wait_seconds += std::chrono::duration<double>(t1 - t0).count();
+    lr[0] = static_cast<float>(learning_rate(o, static_cast<std::int64_t>(g)));
+    float loss_value = 0, norm_value = 0;
+    std::size_t chars = 0;
+    std::visit(
+        [&](const auto& batch) {
+          constexpr std::size_t B = std::remove_cvref_t<decltype(batch)>::batch_size;
+          constexpr std::size_t L = std::remove_cvref_t<decltype(batch)>::length;
+          profile::step ps(g, B * L);
+          auto lb = to_lm_batch(batch);
+          ++per_bucket[L];
+          if (exported) {
+            const std::string prefix = "step." + std::to_string(g) + ".";
+            exported->write(prefix + "inputs", lb.inputs), exported->write(prefix + "targets", lb.targets);
+            exported->write(prefix + "mask", lb.mask), exported->write(prefix + "lr", lr);
+          }
+          profile::scope scope("train_step");
+          const step_result r = train_on<C>(params, opt_state, lb, lr);
+          plans[L].insert(r.plan);
+          loss_value = r.loss, norm_value = r.norm;
+          chars = lb.chars;
+          positions += B * L;
+        },
+        *b);
+    train_seconds += std::chrono::duration<double>(clock::now() - t1).count();
+    if (!std::isfinite(loss_value)) {
+      std::fprintf(stderr, "char_lm: the loss at step %" PRIu64 " is not finite (%g); stopping\n", g, static_cast<double>(loss_value));
+      return 1;
+    }
+    if (exported) {
+      tensor<float, shape<>> l;
+      l[0] = loss_value;
+      exported->write("step." + std::to_string(g) + ".loss", l);
+    }
+    trained_chars += chars;
+    window_loss += static_cast<double>(loss_value) * static_cast<double>(chars);
+    window_chars += static_cast<double>(chars);
+    ++window_steps;
+    const bool last = g + 1 == static_cast<std::uint64_t>(o.steps);
+    if (o.eval_every > 0 && ((g + 1) % static_cast<std::uint64_t>(o.eval_every) == 0 || last)) {
+      profile::scope scope("evaluate");
+      last_train_bits = window_loss / window_chars / ln2;
+      validation = validation_bits(params, data.validation.chunks);
+      std::printf("step %5" PRIu64 "  train %.4f bits/char  validation %.4f bits/char  lr %.2e  |g| %.3f  %.0f tokens/s  wait %.2f s\n",
+                  g + 1, last_train_bits, validation, static_cast<double>(lr[0]), static_cast<double>(norm_value),
+                  static_cast<double>(trained_chars) / train_seconds, wait_seconds);
+      if (curve) std::fprintf(curve, "%" PRIu64 ",%.6f,%.6f\n", g + 1, last_train_bits, validation);
+      window_loss = window_chars = 0, window_steps = 0;
+    }
+    if (o.sample_every > 0 && ((g + 1) % static_cast<std::uint64_t>(o.sample_every) == 0 || last)) {
+      profile::scope scope("sample");
+      const std::string text = sample(params, o.prompt, static_cast<std::size_t>(o.sample_length), o.temperature,
+                                      tessel::random::fold_in(sample_key, static_cast<std::uint32_t>(g)));
+      std::printf("sample at step %" PRIu64 ": %s%s\n----\n", g + 1, o.prompt.c_str(), text.c_str());
+    }
+    std::fflush(stdout);
+    if (ckpt && ((o.save_every > 0 && (g + 1) % static_cast<std::uint64_t>(o.save_every) == 0) || last)) {
+      profile::scope scope("checkpoint.snapshot");
+      tessel::io::snapshot snap(g + 1);
+      snap.add("params", params).add("opt_state", opt_state).set("data_position", stream.position().to_json());
+      ckpt->save(std::move(snap));
+    }
+  }
+  if (ckpt) ckpt->wait();
+  if (std::isnan(validation)) validation = validation_bits(params, data.validation.chunks);  // resumed at the end
+  if (curve) std::fclose(curve);
+  if (!o.trace.empty()) {
+    profile::disable();
+    profile::write_chrome_trace(o.trace);
+  }
+  std::string plan_counts, bucket_steps;
+  for (const auto& [length, set] : plans)
+    plan_counts += (plan_counts.empty() ? "" : ", ") + ("\"" + std::to_string(length) + "\": " + std::to_string(set.size()));
+  for (const auto& [length, n] : per_bucket)
+    bucket_steps += (bucket_steps.empty() ? "" : ", ") + ("\"" + std::to_string(length) + "\": " + std::to_string(n));
+  std::printf("{\"precision\": \"%s\", \"layers\": %d, \"steps\": %d, \"first_step\": %" PRIu64
+              ", \"train_bits\": %.4f, \"validation_bits\": %.6f, \"tokens_per_second\": %.0f, \"positions_per_second\": %.0f, "
+              "\"train_seconds\": %.2f, \"input_wait_seconds\": %.3f, \"prefetch_wait_seconds\": %.3f, "
+              "\"step_plans\": {%s}, \"steps_per_bucket\": {%s}, \"params_digest\": \"%s\"}\n",
+              precision, static_cast<int>(model::L), o.steps, first, last_train_bits, validation,
+              train_seconds > 0 ? static_cast<double>(trained_chars) / train_seconds : 0.0,
+              train_seconds > 0 ? static_cast<double>(positions) / train_seconds : 0.0, train_seconds, wait_seconds,
+              std::chrono::duration<double>(stream.stats().consumer_wait).count(), plan_counts.c_str(), bucket_steps.c_str(),
+              params_digest(params).c_str());
+  return 0;
+}
+
+template int train<float>(const options&, const corpus&);
+template int train<tessel::bfloat16>(const options&, const corpus&);
+
+}  // namespace char_lm
