@@ -21,11 +21,20 @@
 namespace tessel::kernels {
 
 // How this process exchanges bytes with the other processes of a run (none installed: the run is one
-// process). all_gather gives every process every process's `bytes` (process order) in `received`; it ends
-// the run with an error rather than return a failure or wait forever.
+// process). Each call is made by every process in the same order; `bytes` (the total of the sizes
+// given) is the same in every process, which the transport checks. None returns a failure or waits
+// forever: it ends the run with an error.
+//   all_gather: every process's `bytes` (process order) into every process's `received`;
+//   exchange:   block q of `send` (sizes[q] bytes at offsets[q]) to process q, and process q's block for
+//               this one into `received` at received_offsets[q] (received_sizes[q] bytes);
+//   gather_blocks: this process's block (sizes[index] bytes at offsets[index] of `buffer`) to every
+//               process, the others' into `buffer` at theirs.
 struct process_transport {
   std::size_t index = 0, count = 1;
   void (*all_gather)(const void* send, std::size_t bytes, void* received) = nullptr;
+  void (*exchange)(const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
+                   const std::size_t* received_sizes, const std::size_t* received_offsets) = nullptr;
+  void (*gather_blocks)(void* buffer, const std::size_t* sizes, const std::size_t* offsets) = nullptr;
 };
 void install_process_transport(const process_transport& transport);
 const process_transport& processes();
@@ -65,7 +74,6 @@ class communicator {
   std::array<std::size_t, 8> sizes_{};
   std::vector<const void*> inputs_;
   std::vector<void*> outputs_;
-  std::vector<unsigned char> sent_, received_;  // a collective's inputs on their way between processes
   alignas(64) std::atomic<std::uint32_t> arrived_{0};
   alignas(64) std::atomic<std::uint32_t> generation_{0};
   std::int64_t started_ = 0;  // device 0's publish, in steady-clock nanoseconds

@@ -290,15 +290,21 @@ void communicator::publish(std::size_t device, const void* in, void* out, std::s
 }
 
 // This process's devices' inputs, one after another, go to every process; the others' arrive in the same
-// layout, process after process, and stand in for their devices' inputs.
+// layout, process after process, and stand in for their devices' inputs. The staging buffers outlive the
+// mesh's call (one mesh runs at a time, run/implementation.hpp), so a step's collectives touch no new pages.
 void communicator::gather_from_processes(std::size_t bytes) {
+  static std::vector<unsigned char> sent, received;
   const process_transport& t = processes();
-  sent_.resize(local_devices_ * bytes);
-  received_.resize(devices_ * bytes);
-  for (std::size_t l = 0; l < local_devices_; ++l) std::memcpy(sent_.data() + l * bytes, inputs_[first_local_ + l], bytes);
-  t.all_gather(sent_.data(), sent_.size(), received_.data());
+  if (received.size() < devices_ * bytes) received.resize(devices_ * bytes);
+  const void* mine = inputs_[first_local_];
+  if (local_devices_ > 1) {  // one device: its input goes as it is
+    if (sent.size() < local_devices_ * bytes) sent.resize(local_devices_ * bytes);
+    for (std::size_t l = 0; l < local_devices_; ++l) std::memcpy(sent.data() + l * bytes, inputs_[first_local_ + l], bytes);
+    mine = sent.data();
+  }
+  t.all_gather(mine, local_devices_ * bytes, received.data());
   for (std::size_t d = 0; d < devices_; ++d)
-    if (!is_local(d)) inputs_[d] = received_.data() + d * bytes;
+    if (!is_local(d)) inputs_[d] = received.data() + d * bytes;
 }
 
 void communicator::finish(std::size_t device) {

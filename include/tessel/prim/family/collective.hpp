@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include <type_traits>
+#include <vector>
 
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/core/mesh.hpp"
@@ -266,18 +267,55 @@ void reduce_in_order(reduction op, const void* const* in, std::size_t n, std::si
   }
 }
 
+// A group of one device in each process of the run (a mesh of one device per process): member j reduces
+// chunk j of the elements over the group, in member order, and every process gets every chunk. Each
+// process sends and receives 2 (P - 1) / P of the buffer, as a ring all-reduce does; each element is still
+// added in member order, so the result is bit-identical to one process's.
+template <class T>
+void all_reduce_over_processes(reduction op, const group& gr, const void* in, void* out, std::size_t count) {
+  const kernels::process_transport& t = kernels::processes();
+  const std::size_t n = gr.size, me = gr.rank;
+  std::array<std::size_t, max_mesh_devices + 1> first{};
+  for (std::size_t j = 0; j <= n; ++j) first[j] = j * count / n;
+  const std::size_t mine = (first[me + 1] - first[me]) * sizeof(T);
+  // Indexed by process (member j is process gr.member[j]): what goes to it, what comes from it, and where.
+  std::array<std::size_t, max_mesh_devices> sizes{}, offsets{}, received_sizes{}, received_offsets{};
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t q = gr.member[j];
+    sizes[q] = (first[j + 1] - first[j]) * sizeof(T);
+    offsets[q] = first[j] * sizeof(T);
+    received_sizes[q] = mine;
+    received_offsets[q] = j * mine;
+  }
+  static std::vector<unsigned char> chunks;  // every member's chunk `me`, in member order
+  if (chunks.size() < n * mine) chunks.resize(n * mine);
+  t.exchange(in, sizes.data(), offsets.data(), chunks.data(), received_sizes.data(), received_offsets.data());
+  std::array<const void*, max_mesh_devices> ins{};
+  for (std::size_t j = 0; j < n; ++j) ins[j] = chunks.data() + j * mine;
+  reduce_in_order<T>(op, ins.data(), n, 0, first[me + 1] - first[me], static_cast<T*>(out) + first[me]);
+  t.gather_blocks(out, sizes.data(), offsets.data());
+}
+
 // psum, pmax, pmin: each device reduces its share (chunk `rank` of the elements) over the group, in member
-// order, and writes it into every member's result. A group that spans processes has members whose results
-// are not here: each device then reduces all the elements itself, in the same member order, so the sums
-// are bit-identical to those of one process.
+// order, and writes it into every member's result. A group with members in other processes: one device in
+// each process, as above; otherwise each device reduces all the elements itself, from every member's
+// input gathered here, in the same member order. Either way the sums are bit-identical to one process's.
 template <reduction Op>
 void run_all_reduce(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = device();
   const group gr = group_of(n, *d.comm, d.device);
-  publish(d, n, *operands[0], in[0], out);
   bool all_here = true;
   for (std::size_t j = 0; j < gr.size; ++j) all_here = all_here && d.comm->is_local(gr.member[j]);
   const std::size_t count = n.shape.size();
+  if (!all_here && d.comm->local_devices() == 1 && gr.size == d.comm->devices()) {
+    d.comm->publish(d.device, in[0], out, 0, 0);  // nothing to share within the process
+    with_element_type(n.dtype, [&]<class T>(T) {
+      if constexpr (!std::is_same_v<T, bool>) all_reduce_over_processes<T>(Op, gr, in[0], out, count);
+    });
+    d.comm->finish(d.device);
+    return;
+  }
+  publish(d, n, *operands[0], in[0], out);
   const std::size_t first = all_here ? gr.rank * count / gr.size : 0, last = all_here ? (gr.rank + 1) * count / gr.size : count;
   std::array<const void*, max_mesh_devices> ins{};
   for (std::size_t j = 0; j < gr.size; ++j) ins[j] = d.comm->input(gr.member[j]);
