@@ -24,8 +24,9 @@ function(tessel_add_test name)
 endfunction()
 
 # tessel_add_fail_test(<file.cpp>)
-# The file must fail to compile, and the diagnostic must contain every text given on a line
-# "// expect: <text>" in the file, within the first lines of the compiler's output.
+# The file must fail to compile with one error (one "error:" line; "// errors: <n>" in the file allows n)
+# in at most 25 lines (not counting the source lines clang quotes under its notes), and the diagnostic must contain every text given on a line "// expect: <text>" in
+# the file (cmake/check_compile_failure.cmake).
 function(tessel_add_fail_test file)
   get_filename_component(stem ${file} NAME_WE)
   set(target fail_${stem})
@@ -43,7 +44,7 @@ function(tessel_add_fail_test file)
   endif()
   add_test(NAME fail.${stem}
     COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=${target} -DSOURCE=${file}
-            -P ${PROJECT_SOURCE_DIR}/cmake/check_compile_failure.cmake)
+            -DCOMPILER_ID=${CMAKE_CXX_COMPILER_ID} -P ${PROJECT_SOURCE_DIR}/cmake/check_compile_failure.cmake)
   set_tests_properties(fail.${stem} PROPERTIES LABELS fail RESOURCE_LOCK tessel_build)
   set(${stem}_test fail.${stem} PARENT_SCOPE)
 endfunction()

@@ -26,7 +26,8 @@ namespace detail {
 template <class Context, class F, class... Args>
 struct planned_in : traced_in<Context, F, Args...> {
   static constexpr plan::plan<traced_in<Context, F, Args...>::nodes, traced_in<Context, F, Args...>::outputs> plan =
-      plan::make_plan(traced_in<Context, F, Args...>::program);
+      traced_in<Context, F, Args...>::ok ? plan::make_plan(traced_in<Context, F, Args...>::program)
+                                         : plan::plan<traced_in<Context, F, Args...>::nodes, traced_in<Context, F, Args...>::outputs>{};
 };
 template <class F, class... Args>
 using planned = planned_in<no_context, F, Args...>;

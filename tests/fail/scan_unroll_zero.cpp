@@ -1,4 +1,5 @@
-// expect: scan_unroll_must_be_at_least_1_fix_pass_unroll_1_for_one_step_per_iteration
+// expect: tessel::scan: unroll is 0
+// expect: it must be at least 1 (the steps of the body in one loop iteration)
 #include <tessel/ops.hpp>
 #include <tessel/jit.hpp>
 #include <tessel/transform/scan.hpp>

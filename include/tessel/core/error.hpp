@@ -3,11 +3,17 @@
 //
 //   tessel::raise<tessel::fit<[] { return tessel::message_builder{} << "tessel::op: ..."; }>()>();
 //
-// instantiates `compile_error<"the message">`, whose static_assert fails. Both compilers print the
+// fails a static_assert whose condition names `compile_error<"the message">`. Both compilers print the
 // message, with every shape in it, on the first lines of the diagnostic:
-//   g++:   In instantiation of 'struct tessel::compile_error<tessel::fixed_string<..>{"tessel::..."}>'
-//   clang: in instantiation of template class 'tessel::compile_error<fixed_string<33>{"tessel::..."}, ...>'
+//   g++:   In instantiation of 'consteval void tessel::raise() [with ... Message = tessel::fixed_string<..>{"tessel::..."}...]'
+//   clang: static assertion failed due to requirement 'tessel::rule_broken<tessel::compile_error<fixed_string<33>{"tessel::..."}, ...>>'
 // Messages name the operation, the shapes, the rule broken and the fix.
+//
+// One mistake gives one error. The static_assert sits in the body of raise, a consteval function, so a
+// function that raises stays a valid constant expression (clang would reject every constant evaluation
+// that calls a function whose body holds an invalid expression, as an object of a class whose
+// static_assert failed is): the caller returns a placeholder (a tracer of id -1, which the node table
+// propagates and jit does not plan: transform/trace.hpp), and nothing after it reports the mistake again.
 
 #include <cstddef>
 #include <type_traits>
@@ -20,10 +26,11 @@ namespace tessel {
 // g++ prints a class-type template argument whole; clang 16 cuts each one after about 34 characters,
 // so on clang the message travels as 32-character parts, all shown on the "in instantiation of" line.
 template <fixed_string... Parts>
-struct compile_error {
-  // Always false, but dependent on the message, so it fires only when a rule is broken.
-  static_assert(((sizeof(Parts.text) == 0) && ...), "tessel: a rule was broken; the message is the template argument above");
-};
+struct compile_error {};
+
+// Always false; the compilers print its argument, the message, when the assertion on it fails.
+template <class Error>
+inline constexpr bool rule_broken = false;
 
 namespace detail {
 inline constexpr std::size_t message_part_length = 32;
@@ -56,14 +63,15 @@ consteval auto error_type() {
 }
 }  // namespace detail
 
-// `raise<"message">();` reports the message where it is written. A class, not a function, so that the
-// report happens at once (function bodies may be instantiated only at the end of the translation
-// unit, after errors that the broken rule causes further on).
+// `raise<"message">();` reports the message where it is written. consteval, so that the report happens
+// at once (an immediate invocation is evaluated where it is written, not at the end of the translation
+// unit, after what the broken rule causes further on).
 // Inside a template, name a dependent type after the message (`raise<"...", T>();`): a message that
 // depends on nothing would be reported by clang when the template is defined, not when it is used.
 template <fixed_string Message, class... Context>
-struct raise : decltype(detail::error_type<Message>())::type {
-  constexpr raise() = default;
-};
+consteval void raise() {
+  static_assert(rule_broken<typename decltype(detail::error_type<Message>())::type>,
+                "tessel: a rule was broken; the message is the template argument of compile_error");
+}
 
 }  // namespace tessel

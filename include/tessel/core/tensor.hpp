@@ -193,13 +193,18 @@ class tensor {
   }
 
   // Elementwise conversion (JAX's astype): float -> bf16 rounds to nearest even; float -> int truncates.
+  // Returns tensor<U, S>; for a U that is not a dtype, the error and a copy of this tensor (not a
+  // tensor<U, S>, whose own check would report the same mistake a second time).
   template <class U>
-  tensor<U, S> astype() const {
-    require_dtype<U, "tessel::tensor::astype">();
-    tensor<U, S> out;
-    if constexpr (DType<U>)
+  auto astype() const {
+    if constexpr (!DType<U>) {
+      require_dtype<U, "tessel::tensor::astype">();
+      return tensor(*this);
+    } else {
+      tensor<U, S> out;
       for (std::size_t i = 0; i < size; ++i) out[i] = convert<U>(data_[i]);
-    return out;
+      return out;
+    }
   }
 
  private:

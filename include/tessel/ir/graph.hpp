@@ -234,6 +234,10 @@ struct mesh_shape {
 class graph_builder {
  public:
   constexpr int add(node n) {
+    // An operand of id -1 is the result of a call whose rule was broken (it has raised its error): so is
+    // this node, and nothing is recorded, so that no second error comes from the broken trace.
+    for (std::size_t i = 0; i < n.arity; ++i)
+      if (n.operands[i] < 0) return -1;
     std::uint8_t operands = 0;
     for (std::size_t i = 0; i < n.arity; ++i) operands |= nodes_[static_cast<std::size_t>(n.operands[i])].varying;
     n.varying = n.prim->varying ? n.prim->varying(n, operands) : operands;

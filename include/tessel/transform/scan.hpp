@@ -12,8 +12,8 @@
 // The carry is a tracer or a tree of them and the body must return a carry of exactly its dtypes and
 // shapes (a compile error names the first leaf that differs). Without xs, give the length:
 // scan<L>(f, init) calls f(carry, std::tuple<>{}). options: reverse runs the steps from L - 1 down to 0
-// (ys are still stored at their step's index, as in JAX); unroll = U (at least 1; less stops tracing at
-// a function named scan_unroll_must_be_at_least_1...) traces U copies of the body into the loop body, so
+// (ys are still stored at their step's index, as in JAX); unroll = U (at least 1; less is reported at
+// the jit call that traces the scan) traces U copies of the body into the loop body, so
 // each loop iteration runs U steps: the planner fuses across them and the executor's per-iteration cost
 // is paid L / U times; the L % U remaining steps are traced after the loop, outside it, and U >= L
 // unrolls the whole scan (no loop). Results are bit-identical to unroll 1 (the same steps in the same
@@ -249,8 +249,6 @@ constexpr void push_ids(const X& x, std::vector<int>& ids) {
 
 // ---- unroll: U steps of the body per loop iteration (value level, so U may come from the options) ----
 
-// Reached only when a scan is traced with unroll < 1: not constexpr, so tracing stops here with this name.
-inline void scan_unroll_must_be_at_least_1_fix_pass_unroll_1_for_one_step_per_iteration() {}
 
 // A tree of X's type whose leaves are the given node ids, in tree order.
 template <class X>
@@ -435,7 +433,13 @@ constexpr auto scan_impl(F& f, const C& init, const X& xs, ir::graph_builder* gr
             "none)", Y>();
       return placeholder<std::tuple<C, YS>>(graph);
     } else {
-      if (o.unroll < 1) scan_unroll_must_be_at_least_1_fix_pass_unroll_1_for_one_step_per_iteration();
+      if (o.unroll < 1) {  // a value: reported by the jit that traces this, and the scan traced with unroll 1
+        graph->report_error((message_builder{} << "tessel::scan: unroll is " << static_cast<std::int64_t>(o.unroll)
+                                               << "; it must be at least 1 (the steps of the body in one loop "
+                                                  "iteration); fix: pass unroll = 1 for one step per iteration")
+                                .view());
+        o.unroll = 1;
+      }
       if (o.unroll > 1 && L > 1) return scan_unrolled<L, F, C, X, XS, Y, YS>(f, init, xs, *graph, o);
       ir::graph_builder& g = *graph;
       const int c = prim::control::new_construct(g, ir::construct_kind::scan);

@@ -118,11 +118,14 @@ constexpr void record_outputs(ir::graph_builder& g, const R& result) {
   tree::for_each(result, [&](const auto& leaf) { g.outputs.push_back(leaf.id); });
 }
 
-// What tracing found besides the nodes: their number, the first primitive missing a rule, the first rule
-// broken that only values show (ir::graph_builder::report_error), and the outputs' varying mesh axes.
+// What tracing found besides the nodes: their number, whether a call's rule was broken (it raised its
+// error while the function was traced, and its result, id -1, reached an output), the first primitive
+// missing a rule, the first rule broken that only values show (ir::graph_builder::report_error), and the
+// outputs' varying mesh axes.
 template <std::size_t Outputs>
 struct trace_summary {
   std::size_t nodes = 0;
+  bool broken = false;
   bool missing_rule = false;
   fixed_string<48> primitive{};
   fixed_string<8> rule{};
@@ -132,7 +135,9 @@ struct trace_summary {
 
 template <class Context, class F, class... Args>
 struct traced_in {
-  static_assert(check_traceable<F, Args...>(), "tessel::jit: see the message above");
+  // Every check below reports its own error; after one, nothing further is evaluated (no planner on a
+  // broken trace), so that a mistake gives one error.
+  static constexpr bool traceable = check_traceable<F, Args...>();
   using raw_result = decltype(call_with_parameters<Context, F, Args...>(std::declval<ir::graph_builder&>(),
                                                                        std::index_sequence_for<Args...>{}));
   static constexpr std::size_t outputs = traced_result<raw_result>::count;
@@ -145,22 +150,31 @@ struct traced_in {
   }();
 
   static consteval trace_summary<outputs> summarize() {
-    ir::graph_builder g;
-    record_outputs(g, call_with_parameters<Context, F, Args...>(g, std::index_sequence_for<Args...>{}));
     trace_summary<outputs> t;
-    t.nodes = g.size();
-    for (std::size_t i = 0; i < g.error_size; ++i) t.error.text[i] = g.error[i];
-    for (std::size_t o = 0; o < g.outputs.size() && o < outputs; ++o) t.varying[o] = g[g.outputs[o]].varying;
-    if (g.missing_rule != nullptr) {
-      t.missing_rule = true;
-      for (std::size_t i = 0; i < g.missing_rule->name.size() && i + 1 < 48; ++i) t.primitive.text[i] = g.missing_rule->name[i];
-      for (std::size_t i = 0; g.missing_rule_kind[i] != '\0' && i + 1 < 8; ++i) t.rule.text[i] = g.missing_rule_kind[i];
+    if constexpr (!traceable || !result_ok) {
+      t.broken = true;  // check_traceable or result_ok has said why
+    } else {
+      ir::graph_builder g;
+      record_outputs(g, call_with_parameters<Context, F, Args...>(g, std::index_sequence_for<Args...>{}));
+      t.nodes = g.size();
+      for (std::size_t i = 0; i < g.error_size; ++i) t.error.text[i] = g.error[i];
+      for (std::size_t o = 0; o < g.outputs.size() && o < outputs; ++o) {
+        if (g.outputs[o] < 0) t.broken = true;
+        else t.varying[o] = g[g.outputs[o]].varying;
+      }
+      if (g.missing_rule != nullptr) {
+        t.missing_rule = true;
+        for (std::size_t i = 0; i < g.missing_rule->name.size() && i + 1 < 48; ++i) t.primitive.text[i] = g.missing_rule->name[i];
+        for (std::size_t i = 0; g.missing_rule_kind[i] != '\0' && i + 1 < 8; ++i) t.rule.text[i] = g.missing_rule_kind[i];
+      }
     }
     return t;
   }
   static constexpr trace_summary<outputs> summary = summarize();
   static_assert([] {
-    if constexpr (summary.error.text[0] != '\0') {
+    if constexpr (summary.broken) {
+      // reported where the rule was broken: no second error
+    } else if constexpr (summary.error.text[0] != '\0') {
       raise<fit<[] { return message_builder{} << summary.error; }>()>();
     } else if constexpr (summary.missing_rule) {
       raise<fit<[] {
@@ -175,6 +189,8 @@ struct traced_in {
   }());
 
   static constexpr std::size_t nodes = summary.nodes;
+  // The trace is whole: it may be frozen, planned and run.
+  static constexpr bool ok = !summary.broken && summary.error.text[0] == '\0' && !summary.missing_rule;
 
   static consteval ir::program<nodes, outputs> freeze() {
     ir::graph_builder g;
@@ -182,7 +198,7 @@ struct traced_in {
     return ir::program<nodes, outputs>::freeze(g);
   }
 
-  static constexpr ir::program<nodes, outputs> program = freeze();
+  static constexpr ir::program<nodes, outputs> program = ok ? freeze() : ir::program<nodes, outputs>{};
   using result = typename traced_result<raw_result>::type;
 };
 

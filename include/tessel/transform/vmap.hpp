@@ -376,7 +376,13 @@ struct vmap_fn {
     } else {
       using R = decltype(vmap_detail::trace_unbatched<F, In, Args...>(std::declval<ir::graph_builder&>()));
       if constexpr (!vmap_detail::check_results<F, In, Out, R, Args...>()) {
-        return tracer<float, shape<>>{};
+        // Where the result's type is known, a placeholder of it (tracers of id -1), so that the caller's
+        // code using the result reports nothing more.
+        if constexpr (detail::is_traced_tree<R>() && vmap_detail::check_out_axes_count<R, Out>() &&
+                      vmap_detail::check_struct_results<R, Out>())
+          return typename vmap_detail::batched_result<R, Out, report.batch>::type{};
+        else
+          return tracer<float, shape<>>{};
       } else {
         using result = typename vmap_detail::batched_result<R, Out, report.batch>::type;
         constexpr std::size_t batch = report.batch;
