@@ -20,6 +20,7 @@
 #include "tessel/optim/optim.hpp"
 #include "tessel/dump.hpp"
 #include "tessel/profile/profiler.hpp"
+#include "tessel/run/check_finite.hpp"
 #include "tessel/io/chrome_trace.hpp"
 #include "tessel/target/host.hpp"
 #include "tessel/target/tpu.hpp"

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessel/plan/describe.hpp"
 #include "tessel/run/executor.hpp"
 
 namespace tessel::profile {
@@ -267,8 +268,16 @@ inline void kernel_event(std::string_view name, clock::time_point start, clock::
 }
 
 namespace detail {
+// A kernel event is named by what the kernel computes: "contraction dot_general+add+max f32[128,256]".
 inline void observe_kernel(const run::kernel_report& k) noexcept {
-  kernel_event(k.kind, k.start, k.end, {.bytes = k.bytes});
+  if (k.plan == nullptr || !enabled()) {
+    kernel_event(k.kind, k.start, k.end, {.bytes = k.bytes});
+    return;
+  }
+  try {
+    kernel_event(plan::describe(*k.plan, k.index), k.start, k.end, {.bytes = k.bytes});
+  } catch (...) {
+  }
 }
 }  // namespace detail
 

@@ -17,12 +17,14 @@ namespace tessel::run {
 
 void execute(const plan::plan_view& plan, const void* const* parameters, void* const* outputs);
 
-// What the executor tells an observer (the profiler) about each kernel it ran.
+// What the executor tells an observer (the profiler, run/check_finite.hpp) about each kernel it ran.
 struct kernel_report {
   std::string_view kind;  // plan::name_of(kernel.kind)
   int index = 0;          // the kernel's position in the plan
   std::chrono::steady_clock::time_point start, end;
   double bytes = 0;       // the bytes the kernel stores
+  const plan::plan_view* plan = nullptr;  // the plan being run (plan/describe.hpp names the kernel from it)
+  const void* result = nullptr;           // the buffer the kernel stored (its root node's); null for control kernels
 };
 using kernel_observer = void (*)(const kernel_report&) noexcept;
 

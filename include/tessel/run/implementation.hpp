@@ -223,6 +223,12 @@ class executor {
 
   const ir::node& nd(int id) const { return p_.node(id); }
 
+  // The buffer a kernel stores (a copy kernel of a parameter stores into its output slot).
+  const void* result_of(const plan::kernel& kr) const {
+    const int slot = p_.output_index[static_cast<std::size_t>(kr.root)];
+    return kr.kind == plan::kernel_kind::copy && slot >= 0 ? outputs_[slot] : storage(kr.root);
+  }
+
   // Where a materialised node's storage is.
   void* storage(int id) const {
     const auto i = static_cast<std::size_t>(id);
@@ -438,7 +444,8 @@ class executor {
       const auto start = std::chrono::steady_clock::now();
       dispatch(kr, pool);
       observe({.kind = plan::name_of(kr.kind), .index = index, .start = start, .end = std::chrono::steady_clock::now(),
-               .bytes = static_cast<double>(p_.bytes(kr.root))});
+               .bytes = static_cast<double>(p_.bytes(kr.root)),
+               .plan = &p_, .result = result_of(kr)});
       return;
     }
     dispatch(kr, pool);
