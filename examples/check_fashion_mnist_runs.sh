@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST example refuses to lose or mix a run, and checks its flags and output paths first:
 #   bash check_fashion_mnist_runs.sh EXE WORK CASE
-# CASE: bad_flags, nan_learning_rate, nonfinite_loss, bad_trace_path, fresh_run_refuses, wrong_run_resume,
+# CASE: bad_flags, nan_learning_rate, nonfinite_loss, check_finite, bad_trace_path, fresh_run_refuses, wrong_run_resume,
 # two_writers, all_damaged, devices, processes (with the mpirun path as 4th argument) (examples/CMakeLists.txt registers one test per case). Each run is a few steps
 # of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 (or 1 where
 # noted) and a message on stderr naming the flag, file or process.
@@ -112,6 +112,20 @@ nonfinite_loss)
   run overflows 1 --epochs 1 --steps 6 --batch-size 32 --learning-rate 1e10 --checkpoint-dir ckpt2 --save-every 1
   says overflows "step 2 left a NaN or an infinity in" "no checkpoint of it saved"
   [ ! -e ckpt2/ckpt-000000000002.safetensors ] || fail "overflows: the checkpoint of step 2 was saved"
+  ;;
+check_finite)
+  # --check-finite names the first kernel that stored a non-finite value, not only the loss: with a learning
+  # rate of 1e30 the weights reach 1e30 after step 1, and step 2's second dense layer overflows (to -inf here).
+  run checked 1 --epochs 1 --steps 6 --batch-size 32 --learning-rate 1e30 --check-finite --checkpoint-dir ckpt --save-every 1
+  says checked "--check-finite: the train step of step 2 of 6 (epoch 1, batch 2): kernel " "(contraction dot_general+" \
+    "f32[32," "inf at element" "nothing of that step saved"
+  grep -qF "the training loss is" checked.err && fail "checked: the loss was reported, not the kernel"
+  [ ! -e ckpt/ckpt-000000000002.safetensors ] || fail "checked: the checkpoint of step 2 was saved"
+  # A finite run with the check trains as usual; the flag takes no value.
+  run finite 0 "${small[@]}" --check-finite
+  summary finite
+  run valued 2 "${small[@]}" --check-finite=yes
+  says valued "--check-finite takes no value (given 'yes')"
   ;;
 bad_trace_path)
   # Checked at start-up: no training first.

@@ -11,6 +11,7 @@
 // and checkpoint bookkeeping (run_log).
 // The models and the train step are in fashion_mnist.hpp, instantiated by fashion_mnist_steps.cpp.
 #include "fashion_mnist.hpp"
+#include "curve_svg.hpp"
 #include "tessel/kernels/collective.hpp"
 #if TESSEL_FM_PROCESSES
 #include "tessel/distributed.hpp"
@@ -63,6 +64,9 @@ void usage(std::FILE* to) {
                "  --devices N            1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
                "                         a thread with its own arena; the batch is split over them, parameters and\n"
                "                         Adam state replicated, gradients averaged by an all-reduce. With --batch-size 128\n"
+               "  --check-finite         after every kernel, search its result for a NaN or an infinity: the first\n"
+               "                         kernel that stores one stops training, named by its fused primitives and\n"
+               "                         type, with the step (like JAX's jax_debug_nans; slower)\n"
                "  --curve PREFIX         write the loss/accuracy curve to PREFIX.csv and PREFIX.svg (default with\n"
                "                         --checkpoint-dir: DIR/curve; without it: no curve)\n"
                "  --help                 this text\n"
@@ -195,9 +199,9 @@ std::optional<options> parse(int argc, char** argv) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
     }
-    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite") {
+    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite" || arg == "--check-finite") {
       if (value) errors.push_back(arg + " takes no value (given '" + *value + "')");
-      else (arg == "--resume" ? o.resume : arg == "--overwrite" ? o.overwrite : o.resume_or_start) = true;
+      else (arg == "--resume" ? o.resume : arg == "--overwrite" ? o.overwrite : arg == "--check-finite" ? o.check_finite : o.resume_or_start) = true;
       continue;
     }
     if (!takes_value(arg)) {
@@ -518,50 +522,6 @@ std::vector<curve_point> parse_curve_csv(const std::string& text) {
   return out;
 }
 
-// Two panels: training loss, and training (line) and test (dots) accuracy, against the step.
-std::string curve_svg(const std::vector<curve_point>& curve, const std::string& title) {
-  constexpr double w = 440, h = 300, left = 60, top = 40, right = 20, bottom = 40;
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"320\" font-family=\"sans-serif\" "
-                    "font-size=\"12\">\n<rect width=\"900\" height=\"320\" fill=\"white\"/>\n";
-  char buf[1024];
-  const double max_step = curve.empty() ? 1.0 : std::max<double>(1.0, static_cast<double>(curve.back().step));
-  auto panel = [&](double x0, const char* name, double lo, double hi, auto value, const char* color, bool dots) {
-    const double pw = w - left - right, ph = h - top - bottom;
-    auto px = [&](double step) { return x0 + left + pw * step / max_step; };
-    auto py = [&](double v) { return top + ph * (1.0 - (v - lo) / (hi - lo)); };
-    std::snprintf(buf, sizeof buf,
-                  "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n"
-                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n"
-                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n"
-                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">step</text>\n"
-                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n",
-                  x0 + left, top, pw, ph, x0 + left + pw / 2, top - 8, name, x0 + left - 4, top + 4, hi, x0 + left - 4,
-                  top + ph, lo, x0 + left + pw / 2, top + ph + 28, x0 + left + pw, top + ph + 16, max_step);
-    svg += buf;
-    std::string points;
-    for (const curve_point& p : curve) {
-      const double v = value(p);
-      if (std::isnan(v)) continue;
-      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", px(static_cast<double>(p.step)), py(std::clamp(v, lo, hi)));
-      if (dots) {
-        std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(static_cast<double>(p.step)),
-                      py(std::clamp(v, lo, hi)), color);
-        svg += buf;
-      } else {
-        points += buf;
-      }
-    }
-    if (!points.empty()) svg += "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"" + points + "\"/>\n";
-  };
-  double max_loss = 0.1;
-  for (const curve_point& p : curve) max_loss = std::max(max_loss, p.loss);
-  panel(0, "training loss", 0, max_loss, [](const curve_point& p) { return p.loss; }, "#1f77b4", false);
-  panel(450, "accuracy: training (line), test (dots)", 0.5, 1.0, [](const curve_point& p) { return p.accuracy; }, "#1f77b4", false);
-  panel(450, "", 0.5, 1.0, [](const curve_point& p) { return p.test_accuracy; }, "#d62728", true);
-  svg += "<text x=\"450\" y=\"16\" text-anchor=\"middle\" font-size=\"14\">" + title + "</text>\n</svg>\n";
-  return svg;
-}
-
 void write_text(const std::filesystem::path& path, const std::string& text) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   tessel::io::write_file_atomically(path, [&](tessel::io::output_file& out) { out.write(text); });
@@ -601,13 +561,28 @@ std::optional<tessel::io::loaded_checkpoint> run_log::resume(tessel::random::key
 
 void run_log::start() {
   epoch_start_ = clock::now();
-  if (o_.trace.empty()) return;
-  tessel::profile::enable();
-  tessel::profile::set_thread_name("main");
-  tessel::profile::record_peak_memory(peak_bytes_);
+  if (!o_.trace.empty()) {
+    tessel::profile::enable();
+    tessel::profile::set_thread_name("main");
+    tessel::profile::record_peak_memory(peak_bytes_);
+  }
+  if (o_.check_finite) tessel::run::check_finite(true);  // after the profiler: the check calls its observer
+}
+
+// --check-finite: the first kernel since the last check that stored a NaN or an infinity stops the run.
+void run_log::check_kernels(std::uint64_t g, const char* program) const {
+  if (!o_.check_finite) return;
+  const auto bad = tessel::run::first_non_finite();
+  if (!bad) return;
+  throw std::runtime_error("--check-finite: " + std::string(program) + " of step " + std::to_string(g + 1) + " of " +
+                           std::to_string(total_) + " (epoch " + std::to_string(g / steps_ + 1) + ", batch " +
+                           std::to_string(g % steps_ + 1) + "): " + bad->to_string() +
+                           "; training stopped there, nothing of that step saved"
+                           "\nfix: a smaller --learning-rate (this run has " + float_text(o_.learning_rate) + ")");
 }
 
 void run_log::after_step(std::uint64_t g, double loss, double acc, double seconds) {
+  check_kernels(g, "the train step");
   if (!std::isfinite(loss)) {
     std::string newest;
     if (ckpt_) {
@@ -641,6 +616,7 @@ bool run_log::save_due(std::uint64_t g) const {
 }
 
 void run_log::end_epoch(std::uint64_t g, double test_accuracy) {
+  check_kernels(g, "the evaluation after the last step");
   accuracy_ = test_accuracy;
   curve_.back().test_accuracy = test_accuracy;
   const double seconds = std::chrono::duration<double>(clock::now() - epoch_start_).count();

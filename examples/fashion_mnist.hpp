@@ -52,6 +52,7 @@ struct options {
   std::string curve;  // prefix of <prefix>.csv and <prefix>.svg
   int devices = 1;    // data parallel over a mesh ("data", devices) of host devices, or of processes (mpirun)
   int processes = 1;  // mpirun -np: each process runs one device of the mesh; process 0 writes every file
+  bool check_finite = false;  // search every kernel's result for NaN and infinity (jax_debug_nans)
   std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
 };
 
@@ -250,6 +251,7 @@ class run_log {
 
   // Throws (training stops, nothing of step g is saved) when the loss is not finite.
   void after_step(std::uint64_t g, double loss, double acc, double seconds);
+  void check_kernels(std::uint64_t g, const char* program) const;
 
   bool epoch_end(std::uint64_t g) const { return (g + 1) % steps_ == 0; }
   bool save_due(std::uint64_t g) const;
