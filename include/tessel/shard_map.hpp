@@ -192,6 +192,19 @@ void gather_blocks(void* global, std::size_t first_local) {
 
 }  // namespace shard_detail
 
+namespace shard_detail {
+// What a shard_map call that failed its checks returns: its compile error has said why, and the caller's
+// next uses of the result (an element, its data, a conversion) compile, so that the error comes alone.
+struct not_run {
+  constexpr float operator[](std::size_t) const { return 0; }
+  constexpr const float* data() const { return nullptr; }
+  template <class T>
+  constexpr operator T() const {
+    return T{};
+  }
+};
+}  // namespace shard_detail
+
 template <class M, class InSpecs, class OutSpecs, class F>
 class sharded {
   static_assert(is_mesh_v<M>, "tessel::shard_map: the first template argument is the mesh type, tessel::mesh<tessel::axis<\"name\", size>, ...>");
@@ -216,13 +229,27 @@ class sharded {
       std::index_sequence_for<A...>{}));
 
  private:
+  // A broken call has had its one message (each check raises it): nothing more is compiled for it.
   template <std::size_t... I, class... A>
   auto call(std::index_sequence<I...> seq, const A&... args) const {
-    static_assert(shard_detail::check_arguments<M, in_specs, A...>(), "tessel::shard_map: see the message above");
+    if constexpr (!shard_detail::check_arguments<M, in_specs, A...>()) {
+      return shard_detail::not_run{};
+    } else {
+      using t = decltype(planned_for<A...>(seq));
+      using local_result = typename t::raw_result;
+      if constexpr (!shard_detail::check_out_specs<M, out_specs, local_result>()) {
+        return shard_detail::not_run{};
+      } else if constexpr (!check_replication<t, local_result>()) {
+        return shard_detail::not_run{};
+      } else {
+        return run(seq, args...);
+      }
+    }
+  }
+
+  template <std::size_t... I, class... A>
+  auto run(std::index_sequence<I...> seq, const A&... args) const {
     using t = decltype(planned_for<A...>(seq));
-    using local_result = typename t::raw_result;
-    static_assert(shard_detail::check_out_specs<M, out_specs, local_result>(), "tessel::shard_map: see the message above");
-    static_assert(check_replication<t, local_result>(), "tessel::shard_map: see the message above");
     using result_type = typename shard_detail::global_results<M, out_specs, typename t::result>::type;
     constexpr std::size_t D = M::devices;
     constexpr std::size_t params = t::program.parameter_count;

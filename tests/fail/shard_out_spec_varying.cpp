@@ -1,7 +1,6 @@
 // expect: tessel::shard_map: out_specs[0] is P(), which says result leaf 0 is the same on every device along {x}
 // expect: but it may vary along {x}
 // expect: fix: psum (or pmean, all_gather) it over {x}, or name those axes in the out_spec
-// errors: 2 (shard_map.hpp follows the message with its static_assert on check_replication: to go, issue 16)
 #include <tessel/tessel.hpp>
 using namespace tessel;
 int main() {
