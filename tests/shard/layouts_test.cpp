@@ -10,21 +10,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <tuple>
 
+#include "reference.hpp"
 #include "tessel/tessel.hpp"
 
 namespace {
 using namespace tessel;
 
 template <class T>
-T random_tensor(unsigned seed, float scale = 1) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0, scale);
-  T t(uninitialized);
-  for (std::size_t i = 0; i < T::size; ++i) t.data()[i] = n(rng);
-  return t;
+T random_tensor(std::uint32_t seed, float scale = 1) {
+  return tessel::testing::random_tensor<typename T::value_type, typename T::shape_type>(seed, -scale, scale);
 }
 
 template <class A, class B>

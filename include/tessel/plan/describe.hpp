@@ -12,6 +12,22 @@
 
 #include "tessel/plan/plan.hpp"
 
+namespace tessel::plan_detail {
+
+// A value's type as JAX prints it: f32[128,256].
+inline std::string type_string(const ir::node& n) {
+  std::string s(ir::name_of(n.dtype));
+  s += '[';
+  for (std::size_t i = 0; i < n.shape.rank; ++i) {
+    if (i) s += ',';
+    s += std::to_string(n.shape.d[i]);
+  }
+  s += ']';
+  return s;
+}
+
+}  // namespace tessel::plan_detail
+
 namespace tessel::plan {
 
 inline std::string describe(const plan_view& p, int k) {
@@ -40,15 +56,8 @@ inline std::string describe(const plan_view& p, int k) {
   if (fused.empty()) fused = p.node(kr.root).prim->name;  // a copy kernel: the parameter or literal it copies
   s += ' ';
   s += fused;
-  const ir::node& root = p.node(kr.root);
   s += ' ';
-  s += ir::name_of(root.dtype);
-  s += '[';
-  for (std::size_t i = 0; i < root.shape.rank; ++i) {
-    if (i) s += ',';
-    s += std::to_string(root.shape.d[i]);
-  }
-  s += ']';
+  s += plan_detail::type_string(p.node(kr.root));
   return s;
 }
 

@@ -11,21 +11,11 @@
 #include <sstream>
 #include <string>
 
+#include "tessel/plan/describe.hpp"
 #include "tessel/plan/plan.hpp"
 
 namespace tessel {
 namespace plan_detail {
-
-inline std::string type_string(const ir::node& n) {
-  std::string s(ir::name_of(n.dtype));
-  s += '[';
-  for (std::size_t i = 0; i < n.shape.rank; ++i) {
-    if (i) s += ',';
-    s += std::to_string(n.shape.d[i]);
-  }
-  s += ']';
-  return s;
-}
 
 inline std::string human_bytes(std::size_t b) {
   std::ostringstream os;
