@@ -2,6 +2,7 @@
 // with SIGKILL at random moments, 60 times; after every kill the newest intact checkpoint must restore
 // and hold exactly what was saved for its step, and the steps never go back.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,14 +29,25 @@ TEST(CheckpointCrash, SigkillAtRandomMomentsLeavesALoadableCheckpoint) {
   int restored = 0, skipped_files = 0, mid_write = 0;
   constexpr int kills = 60;
   for (int round = 0; round < kills; ++round) {
+    int saving[2];  // the child prints "saving" on it once start-up and its restore are over
+    ASSERT_EQ(::pipe(saving), 0);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
+      ::dup2(saving[1], STDOUT_FILENO);
+      ::close(saving[0]);
+      ::close(saving[1]);
       ::execl(TESSEL_CRASH_WRITER, TESSEL_CRASH_WRITER, dir.path().c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    // The first round lets the child write a checkpoint (however slow a sanitizer build starts); later
-    // rounds kill anywhere, during start-up, a restore, a snapshot or a write.
+    ::close(saving[1]);
+    // Odd rounds wait until the child saves before the random delay, so that kills land during writes
+    // however slowly a sanitizer build starts; even rounds kill anywhere, during start-up or a restore too.
+    if (round % 2 == 1) {
+      pollfd ready{.fd = saving[0], .events = POLLIN, .revents = 0};
+      ASSERT_EQ(::poll(&ready, 1, 20000), 1) << "round " << round << ": the writer did not start saving in 20 s";
+    }
+    // The first round lets the child write a checkpoint before the kill.
     if (round == 0) {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
       const auto written = [&] {  // not through a manager: its constructor removes the child's temporary files
@@ -49,6 +61,7 @@ TEST(CheckpointCrash, SigkillAtRandomMomentsLeavesALoadableCheckpoint) {
     ASSERT_EQ(::kill(child, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ::close(saving[0]);  // only now: a child that printed to a closed pipe would die of SIGPIPE
     // A child that exited by itself failed (it restores and checks the newest checkpoint on start).
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << "round " << round << ": the writer exited with status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);

@@ -1,5 +1,6 @@
 // The child of checkpoint_crash_test: resumes from the newest intact checkpoint in argv[1] (checking it),
-// then saves checkpoints of steps after it in a loop, asynchronously, until it is killed. Every tensor is
+// then prints "saving" and saves checkpoints of steps after it in a loop, asynchronously, until it is
+// killed. Every tensor is
 // a function of the step (content_of), so that the parent can check whatever it restores.
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
       }
       step = last->step + 1;
     }
+    // Tells the parent that start-up and the restore are over, so that it can aim kills at the saves.
+    std::fputs("saving\n", stdout);
+    std::fflush(stdout);
     for (;; ++step) {
       const crash_content::state s = crash_content::content_of(step);
       tessel::io::snapshot snap(step);
