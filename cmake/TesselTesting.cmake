@@ -20,13 +20,19 @@ function(tessel_add_test name)
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE tessel::tessel tessel_project_options tessel_test_support GTest::gtest_main
     ${arg_LIBRARIES})
+  # Tests build at -O2 in a Release build: 12% less compile time than -O3 (vmap/transform_test.cpp: 14.9
+  # vs 17.0 s, g++ 12), still optimized code; the examples and benchmarks, which are timed, keep -O3.
+  target_compile_options(${name} PRIVATE $<$<CONFIG:Release>:-O2>)
   gtest_discover_tests(${name} PROPERTIES LABELS ${arg_LABEL} DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # tessel_add_fail_test(<file.cpp>)
 # The file must fail to compile with one error (one "error:" line; "// errors: <n>" in the file allows n)
-# in at most 25 lines (not counting the source lines clang quotes under its notes), and the diagnostic must contain every text given on a line "// expect: <text>" in
-# the file (cmake/check_compile_failure.cmake).
+# in at most 25 lines (not counting the source lines clang quotes under its notes), and the diagnostic must
+# contain every text given on a line "// expect: <text>" in the file (cmake/check_compile_failure.cmake).
+# The test runs the compiler itself with the flags of a target fail_<name> (which
+# `cmake --build <dir> --target fail_<name>` builds, to read the message in full), not the build tool, so
+# that fail-tests run in parallel with each other and with the build's other tests.
 function(tessel_add_fail_test file)
   get_filename_component(stem ${file} NAME_WE)
   set(target fail_${stem})
@@ -42,11 +48,45 @@ function(tessel_add_fail_test file)
   if(NOT expect_lines)
     message(FATAL_ERROR "${file}: a fail-test needs at least one '// expect: <text>' line")
   endif()
+  tessel_fail_test_precompiled_header(${target})
+  set(flags ${CMAKE_CURRENT_BINARY_DIR}/${target}.flags.cmake)
+  file(GENERATE OUTPUT ${flags} CONTENT "set(COMPILER [[${CMAKE_CXX_COMPILER}]])
+set(STANDARD [[${CMAKE_CXX20_EXTENSION_COMPILE_OPTION}]])
+set(DEFINITIONS [[$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>]])
+set(INCLUDES [[${PROJECT_BINARY_DIR}/fail_test_pch;$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>]])
+set(IMPLICIT_INCLUDES [[${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES}]])
+set(OPTIONS [[$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>]])
+")
   add_test(NAME fail.${stem}
-    COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=${target} -DSOURCE=${file}
-            -DCOMPILER_ID=${CMAKE_CXX_COMPILER_ID} -P ${PROJECT_SOURCE_DIR}/cmake/check_compile_failure.cmake)
-  set_tests_properties(fail.${stem} PROPERTIES LABELS fail RESOURCE_LOCK tessel_build)
+    COMMAND ${CMAKE_COMMAND} -DFLAGS=${flags} -DSOURCE=${file} -DCOMPILER_ID=${CMAKE_CXX_COMPILER_ID}
+            -P ${PROJECT_SOURCE_DIR}/cmake/check_compile_failure.cmake)
+  set_tests_properties(fail.${stem} PROPERTIES LABELS fail)
   set(${stem}_test fail.${stem} PARENT_SCOPE)
+endfunction()
+
+# With g++, <tessel/tessel.hpp> precompiled once (a target of the build) serves every fail-test that
+# includes it first: g++ looks for tessel/tessel.hpp.gch in each include directory before the header, and
+# uses it only if it was made with the same options (otherwise it reads the headers, silently). It makes a
+# fail-test about 4x faster to compile.
+function(tessel_fail_test_precompiled_header flags_target)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU" OR TARGET tessel_fail_test_pch)
+    return()
+  endif()
+  set(dir ${PROJECT_BINARY_DIR}/fail_test_pch)  # the fail-tests' first include directory
+  set(definitions "$<TARGET_PROPERTY:${flags_target},COMPILE_DEFINITIONS>")
+  set(pch ${dir}/tessel/tessel.hpp.gch)
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/include/tessel/*.hpp)
+  # Made from a file that includes the header: g++ warns of '#pragma once' in a header compiled as the main file.
+  set(source ${PROJECT_BINARY_DIR}/fail_test_pch_source.hpp)
+  file(WRITE ${source} "#include <tessel/tessel.hpp>\n")
+  add_custom_command(OUTPUT ${pch}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}/tessel
+    COMMAND ${CMAKE_CXX_COMPILER} ${CMAKE_CXX20_EXTENSION_COMPILE_OPTION}
+      "$<$<BOOL:${definitions}>:-D$<JOIN:${definitions},;-D>>"
+      -I${PROJECT_SOURCE_DIR}/include -x c++-header ${source} -o ${pch}
+    DEPENDS ${headers} COMMAND_EXPAND_LISTS
+    COMMENT "Precompiling tessel/tessel.hpp for the fail-tests")
+  add_custom_target(tessel_fail_test_pch ALL DEPENDS ${pch})
 endfunction()
 
 # tessel_add_header_check(<label>)
@@ -66,5 +106,5 @@ function(tessel_add_header_check)
   target_compile_options(tessel_header_check PRIVATE -Wall -Wextra -Wpedantic -Werror)
   add_test(NAME headers.self_contained
     COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target tessel_header_check)
-  set_tests_properties(headers.self_contained PROPERTIES LABELS headers RESOURCE_LOCK tessel_build)
+  set_tests_properties(headers.self_contained PROPERTIES LABELS headers)
 endfunction()

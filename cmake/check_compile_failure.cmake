@@ -1,6 +1,7 @@
-# cmake -DBUILD_DIR=<dir> -DTARGET=<target> -DSOURCE=<file.cpp> [-DCOMPILER_ID=<id>] [-DMAX_LINES=<n>]
+# cmake -DFLAGS=<flags.cmake> -DSOURCE=<file.cpp> [-DCOMPILER_ID=<id>] [-DMAX_LINES=<n>]
 #       -P check_compile_failure.cmake
-# Passes when building TARGET fails with one mistake reported once: the compiler's output has exactly one
+# FLAGS sets COMPILER, STANDARD, DEFINITIONS, INCLUDES, IMPLICIT_INCLUDES and OPTIONS (tessel_add_fail_test
+# writes it). Passes when compiling SOURCE fails with one mistake reported once: the compiler's output has exactly one
 # "error:" line (a line "// errors: <n>" in SOURCE allows n, for a rule not yet reported alone), at most
 # MAX_LINES lines (25), and every text that SOURCE gives on a line "// expect: <text>".
 # clang quotes the source line and a caret line under each of its notes (one per template instantiation);
@@ -17,16 +18,27 @@ if(errors_line)
   string(REGEX REPLACE "^// errors: ([0-9]+).*" "\\1" expected_errors "${errors_line}")
 endif()
 
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
-  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+cmake_minimum_required(VERSION 3.25)  # IN_LIST
+include(${FLAGS})
+get_filename_component(TARGET ${SOURCE} NAME)
+set(command ${COMPILER} ${STANDARD})
+foreach(definition IN LISTS DEFINITIONS)
+  list(APPEND command -D${definition})
+endforeach()
+foreach(dir IN LISTS INCLUDES)
+  if(dir AND NOT dir IN_LIST IMPLICIT_INCLUDES)  # as CMake does: -I/usr/include would break the C++ headers' #include_next
+    list(APPEND command -I${dir})
+  endif()
+endforeach()
+list(APPEND command ${OPTIONS} -fsyntax-only ${SOURCE})
+execute_process(COMMAND ${command} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(log "${out}${err}")
 if(result EQUAL 0)
   message(FATAL_ERROR "${TARGET} compiled, but it must not: its rule was not enforced")
 endif()
 
-# Keep the compiler's own output: drop the build tool's lines (its progress and the command before the
-# first diagnostic, its own messages after). The characters that CMake lists treat specially (';' and
-# brackets abound in template names) travel as placeholders while the output is split into lines.
+# The characters that CMake lists treat specially (';' and brackets abound in template names) travel as
+# placeholders while the output is split into lines.
 string(REPLACE ";" "<semicolon>" safe "${log}")
 string(REPLACE "[" "<open>" safe "${safe}")
 string(REPLACE "]" "<close>" safe "${safe}")
@@ -34,14 +46,7 @@ string(REGEX REPLACE "\n" ";" lines "${safe}")
 set(diagnostic "")
 set(line_count 0)
 set(error_count 0)
-set(started FALSE)
 foreach(line IN LISTS lines)
-  if(NOT started AND line MATCHES "^In file included from |^[^ ]+: (In |note: |warning: |(fatal )?error: )|^(fatal )?error: ")
-    set(started TRUE)
-  endif()
-  if(NOT started OR line MATCHES "^(ninja|g?make(<open>[0-9]+<close>)?): |^FAILED: ")
-    continue()
-  endif()
   string(APPEND diagnostic "${line}\n")
   if(NOT COMPILER_ID STREQUAL "Clang" OR line MATCHES "^In file included from |^[^ ]+:[0-9]+:[0-9]+: |^[^ ]+: |^[0-9]+ errors? generated")
     math(EXPR line_count "${line_count} + 1")
@@ -50,8 +55,8 @@ foreach(line IN LISTS lines)
     math(EXPR error_count "${error_count} + 1")
   endif()
 endforeach()
-if(diagnostic STREQUAL "")  # no compiler diagnostic at all: the build failed otherwise, show all of it
-  message(FATAL_ERROR "${TARGET} failed to build without a compiler diagnostic:\n${log}")
+if(error_count EQUAL 0)  # no compiler diagnostic at all: the compiler failed otherwise, show all of it
+  message(FATAL_ERROR "${TARGET} failed to compile without a compiler diagnostic (${result}):\n${log}")
 endif()
 string(REPLACE "<semicolon>" ";" diagnostic "${diagnostic}")
 string(REPLACE "<open>" "[" diagnostic "${diagnostic}")

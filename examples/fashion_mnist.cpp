@@ -724,8 +724,17 @@ int main(int argc, char** argv) {
   }
   try {
     const bool bf16 = o.precision == "bf16";
+#if TESSEL_FM_ALL_MODELS
     if (o.model == "cnn") return bf16 ? run_batch<cnn<>, tessel::bfloat16>(o, d) : run_batch<cnn<>, float>(o, d);
     return bf16 ? run_batch<mlp<>, tessel::bfloat16>(o, d) : run_batch<mlp<>, float>(o, d);
+#else
+    if (o.model != "mlp" || bf16) {
+      std::fprintf(stderr, "fashion_mnist: --model %s --precision %s is not in this build: the sanitizer build "
+                   "(TESSEL_SANITIZE) compiles the MLP in f32 only\n", o.model.c_str(), o.precision.c_str());
+      return 2;
+    }
+    return run_batch<mlp<>, float>(o, d);
+#endif
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "\nfashion_mnist: %s\n", e.what());
