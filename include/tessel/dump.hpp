@@ -1,6 +1,6 @@
 #pragma once
 // What jit makes of a function, as text (like XLA's --xla_dump_to): dump(f, args...) prints the host plan
-// (plan/dump.hpp), dump<Target>(f, args...) the same program laid out on a target, checked at compile
+// (plan/dump.hpp) and the blocks it runs as on this machine, dump<Target>(f, args...) the same program laid out on a target, checked at compile
 // time (plan/target_view.hpp). The argument values are not used, only their types.
 //
 //   std::cout << tessel::dump(f, x, w, b);
@@ -19,11 +19,12 @@
 
 namespace tessel {
 
-// The plan jit makes for f on arguments of these types.
+// The plan jit makes for f on arguments of these types, then the blocks each kernel runs as on this
+// machine (targets::this_host(): what the executor runs).
 template <class F, class... A>
 std::string dump(F f, const A&...) {
   using t = typename decltype(jit(f))::template traced_for<A...>;
-  return dump(t::plan);
+  return dump(t::plan) + plan::blocks_text(t::plan, targets::this_host());
 }
 
 // The same, laid out on Target (a compile error if a kernel cannot fit its VMEM).

@@ -14,7 +14,7 @@ TEST(TargetView, SoftmaxRowsStayWholeInVmem) {
   const auto f = [](auto x) { return tessel::softmax(x); };
   constexpr auto& p = decltype(tessel::jit(f))::traced_for<tensor<float, shape<4096, 1024>>>::plan;
   static_assert(tessel::check_fits<tessel::targets::tpu_v4, p>());
-  constexpr auto d = tessel::plan_detail::describe_kernel(p, 0);
+  constexpr auto d = tessel::plan::describe_kernel(p, 0);
   constexpr auto b = tessel::tiling::plan_blocks(tessel::targets::tpu_v4, d);
   static_assert(b.ok() && b.blocks[0].block.d[1] == 1024 && b.blocks[0].block.d[0] % 8 == 0);
   static_assert(b.vmem_bytes <= tessel::targets::tpu_v4.vmem_bytes);
@@ -30,7 +30,7 @@ TEST(TargetView, MatmulWithEpilogueIsOneMxuKernel) {
                                                            tensor<tessel::bfloat16, shape<2048, 2048>>,
                                                            tensor<tessel::bfloat16, shape<2048>>>::plan;
   static_assert(tessel::check_fits<tessel::targets::tpu_v5e, p>());
-  constexpr auto b = tessel::tiling::plan_blocks(tessel::targets::tpu_v5e, tessel::plan_detail::describe_kernel(p, 0));
+  constexpr auto b = tessel::tiling::plan_blocks(tessel::targets::tpu_v5e, tessel::plan::describe_kernel(p, 0));
   static_assert(b.ok() && b.kind == tessel::tiling::pattern::matmul);
   static_assert(b.blocks[0].block.d[0] % 128 == 0 && b.blocks[1].block.d[1] % 128 == 0);  // MXU-aligned
 }

@@ -86,4 +86,13 @@ struct gemm_blocking {
 };
 gemm_blocking blocking_of(gemm_kernel which = default_gemm_kernel);
 
+// A kernel run with the caller's blocks: B in KC x NC panels, A in MC x KC panels (MR x NR stays the
+// kernel's). The executor passes the blocks its plan chose (plan/target_view.hpp), so what runs is what
+// the plan lists. KC, MC and NC must be positive and at most the kernel's own (blocking_of), whose
+// scratch they use (std::invalid_argument otherwise); MC a multiple of MR keeps every micro-tile whole.
+using gemm_blocked_fn = void (*)(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
+                                 std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                                 const gemm_blocking& blocks);
+gemm_blocked_fn select_blocked_gemm(gemm_kernel which = default_gemm_kernel);
+
 }  // namespace tessel::kernels

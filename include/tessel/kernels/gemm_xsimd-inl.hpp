@@ -117,13 +117,16 @@ TESSEL_UNROLL_ALL
 }
 
 // C[m0:m1, 0:n] (row-major, leading dimension ldc, rows counted from m0) = A[m0:m1, :] * B.
+// blocks: KC, MC, NC at most xsimd_blocking's (whose scratch regions it uses); kc == 0 means those.
 inline void xsimd_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
-                            std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  constexpr std::size_t mr = xsimd_blocking::mr, nr = xsimd_blocking::nr, kc_max = xsimd_blocking::kc,
-                        mc_max = xsimd_blocking::mc, nc_max = xsimd_blocking::nc;
+                            std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+  constexpr std::size_t mr = xsimd_blocking::mr, nr = xsimd_blocking::nr;
+  const bool own = blocks.kc == 0;
+  const std::size_t kc_max = own ? xsimd_blocking::kc : blocks.kc, mc_max = own ? xsimd_blocking::mc : blocks.mc,
+                    nc_max = own ? xsimd_blocking::nc : blocks.nc;
   float* packed_b = scratch;
-  float* packed_a = scratch + kc_max * nc_max;
-  float* edge = packed_a + mc_max * kc_max;
+  float* packed_a = scratch + xsimd_blocking::kc * xsimd_blocking::nc;
+  float* edge = packed_a + xsimd_blocking::mc * xsimd_blocking::kc;
   if (k == 0) {
     for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
     return;

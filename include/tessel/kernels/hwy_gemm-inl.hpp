@@ -110,7 +110,7 @@ inline const char* target_name() { return hwy::TargetName(HWY_TARGET); }
 #if HWY_HAVE_SCALABLE
 // Sizeless vectors (SVE, RVV) cannot live in the arrays the register block uses: a plain loop.
 inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
-                             std::size_t k, float* c, std::size_t ldc, float* /*scratch*/) {
+                             std::size_t k, float* c, std::size_t ldc, float* /*scratch*/, const gemm_blocking& /*blocks*/) {
   for (std::size_t i = m0; i < m1; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       float s = 0.0f;
@@ -277,13 +277,15 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
   store_edge(edge, c, ldc, rows, cols, first);
 }
 
+// `blocks` (KC, MC, NC at most this target's, checked by the caller) says how the product is blocked;
+// the scratch regions keep this target's sizes, so any such blocks fit.
 inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
-                          std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  constexpr std::size_t mr = blocking::mr, nr = blocking::nr, kc_max = blocking::kc, mc_max = blocking::mc,
-                        nc_max = blocking::nc;
+                          std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+  constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
+  const std::size_t kc_max = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
   float* packed_b = scratch;
-  float* packed_a = scratch + kc_max * nc_max;
-  float* edge = packed_a + mc_max * kc_max;
+  float* packed_a = scratch + blocking::kc * blocking::nc;
+  float* edge = packed_a + blocking::mc * blocking::kc;
   for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
     const std::size_t nc = std::min(nc_max, n - j0);
     for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
@@ -405,18 +407,20 @@ __attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_d
   store_edge(edge, c, ldc, rows, cols, first);
 }
 
+// K blocks of blocks.kc elements, ceil(kc / 2) pairs: a pair takes the room of one float in the f32
+// path's regions, so the scratch holds them.
 inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
-                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  constexpr std::size_t mr = blocking::mr, nr = blocking::nr, kp_max = blocking::kc, mc_max = blocking::mc,
-                        nc_max = blocking::nc;
-  // The f32 path's regions reinterpreted: a pair takes the room of one float, so K blocks are twice as long.
+                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                             const gemm_blocking& blocks) {
+  constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
+  const std::size_t k_block = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
   auto* packed_b = reinterpret_cast<std::uint32_t*>(scratch);
-  auto* packed_a = reinterpret_cast<std::uint32_t*>(scratch + kp_max * nc_max);
-  float* edge = scratch + kp_max * nc_max + mc_max * kp_max;
+  auto* packed_a = reinterpret_cast<std::uint32_t*>(scratch + blocking::kc * blocking::nc);
+  float* edge = scratch + blocking::kc * blocking::nc + blocking::mc * blocking::kc;
   for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
     const std::size_t nc = std::min(nc_max, n - j0);
-    for (std::size_t p0 = 0; p0 < k; p0 += 2 * kp_max) {
-      const std::size_t kc = std::min(2 * kp_max, k - p0), kp = (kc + 1) / 2;
+    for (std::size_t p0 = 0; p0 < k; p0 += k_block) {
+      const std::size_t kc = std::min(k_block, k - p0), kp = (kc + 1) / 2;
       pack_b_pairs(b, p0, kc, j0, nc, packed_b);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
         const std::size_t mc = std::min(mc_max, m1 - i0);
@@ -444,16 +448,25 @@ inline bool uses_dpbf16() {
 #endif
 }
 
+// blocks.kc == 0: this target's own blocking.
 inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
-                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch) {
+                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                             const gemm_blocking& blocks) {
   if (k == 0) {
     for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
     return;
   }
+  const gemm_blocking own = blocking_target();
+  const gemm_blocking& use = blocks.kc == 0 ? own : blocks;
 #if TESSEL_HWY_GEMM_DPBF16
-  if (a.bf16 && b.bf16 && uses_dpbf16()) return gemm_rows_dpbf16(a, b, m0, m1, n, k, c, ldc, scratch);
+  if (a.bf16 && b.bf16 && uses_dpbf16()) {
+    // The pairs path's own K block is two of the f32 path's (a pair per float of scratch).
+    gemm_blocking pairs = use;
+    if (blocks.kc == 0) pairs.kc = 2 * blocking::kc;
+    return gemm_rows_dpbf16(a, b, m0, m1, n, k, c, ldc, scratch, pairs);
+  }
 #endif
-  gemm_rows_f32(a, b, m0, m1, n, k, c, ldc, scratch);
+  gemm_rows_f32(a, b, m0, m1, n, k, c, ldc, scratch, use);
 }
 #endif  // HWY_HAVE_SCALABLE
 

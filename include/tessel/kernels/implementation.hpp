@@ -28,12 +28,15 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #if defined(__linux__)
 #include <sched.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include "tessel/core/tensor.hpp"
@@ -41,6 +44,7 @@
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/kernels/gemm_xsimd-inl.hpp"
 #include "tessel/kernels/hwy_math.hpp"
+#include "tessel/kernels/machine.hpp"
 #include "tessel/kernels/thread_pool.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -60,8 +64,9 @@ HWY_EXPORT(target_name);
 HWY_EXPORT(uses_dpbf16);
 HWY_EXPORT(blocking_target);
 inline void dispatch_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
-                               std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  HWY_DYNAMIC_DISPATCH(gemm_rows_target)(a, b, m0, m1, n, k, c, ldc, scratch);
+                               std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                               const gemm_blocking& blocks) {
+  HWY_DYNAMIC_DISPATCH(gemm_rows_target)(a, b, m0, m1, n, k, c, ldc, scratch, blocks);
 }
 inline const char* dispatch_target_name() { return HWY_DYNAMIC_DISPATCH(target_name)(); }
 inline bool dispatch_uses_dpbf16() { return HWY_DYNAMIC_DISPATCH(uses_dpbf16)(); }
@@ -83,12 +88,49 @@ inline std::size_t dispatch_lanes() { return HWY_DYNAMIC_DISPATCH(float_lanes)()
 
 void gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  detail::xsimd_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch);
+  detail::xsimd_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch, {.kc = 0});
 }
 
 void hwy_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                    std::size_t k, float* c, std::size_t ldc, float* scratch) {
-  hwy_detail::dispatch_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch);
+  hwy_detail::dispatch_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch, {.kc = 0});
+}
+
+namespace {
+// The caller's blocks, checked against the kernel's own (whose scratch they use).
+void check_blocks(const char* kernel, const gemm_blocking& blocks, const gemm_blocking& own) {
+  if (blocks.kc == 0 || blocks.mc == 0 || blocks.nc == 0 || blocks.kc > own.kc || blocks.mc > own.mc || blocks.nc > own.nc)
+    throw std::invalid_argument(std::string("tessel::kernels::") + kernel + ": blocks KC " + std::to_string(blocks.kc) +
+                                ", MC " + std::to_string(blocks.mc) + ", NC " + std::to_string(blocks.nc) +
+                                " must be positive and at most the kernel's own (" + std::to_string(own.kc) + ", " +
+                                std::to_string(own.mc) + ", " + std::to_string(own.nc) + "), whose scratch they use");
+}
+
+void gemm_rows_blocked(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                       std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+  check_blocks("gemm_rows", blocks, blocking_of(gemm_kernel::xsimd));
+  detail::xsimd_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch, blocks);
+}
+
+void hwy_gemm_rows_blocked(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                           std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+  check_blocks("hwy_gemm_rows", blocks, blocking_of(gemm_kernel::hwy));
+  hwy_detail::dispatch_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch, blocks);
+}
+
+void gemm_reference_blocked(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
+                            std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking&) {
+  gemm_reference(a, b, m0, m1, n, k, c, ldc, scratch);
+}
+}  // namespace
+
+gemm_blocked_fn select_blocked_gemm(gemm_kernel which) {
+  switch (which) {
+    case gemm_kernel::scalar: return &gemm_reference_blocked;
+    case gemm_kernel::xsimd: return &gemm_rows_blocked;
+    case gemm_kernel::hwy: break;
+  }
+  return &hwy_gemm_rows_blocked;
 }
 
 void gemm_reference(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
@@ -138,6 +180,63 @@ void hwy_math(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn
 const char* hwy_math_target() { return hwy_math_detail::dispatch_target_name(); }
 
 std::size_t hwy_math_lanes() { return hwy_math_detail::dispatch_lanes(); }
+
+// ---- The machine ----
+
+namespace {
+// A cache size as sysfs writes it ("48K", "1024K", "32M"), in bytes; 0 if unreadable.
+std::size_t read_cache_size(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text.empty()) return 0;
+  std::size_t value = 0, i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<std::size_t>(text[i] - '0');
+  const char unit = i < text.size() ? text[i] : ' ';
+  return unit == 'K' ? value << 10 : unit == 'M' ? value << 20 : unit == 'G' ? value << 30 : value;
+}
+
+std::string read_word(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  in >> text;
+  return text;
+}
+}  // namespace
+
+machine read_machine() {
+  machine m;
+  m.threads = default_thread_count();
+  // Linux lists cpu0's caches under sysfs (one index per cache: its level, type and size); sysconf is
+  // the fallback where sysfs is absent.
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string level = read_word(dir + "level"), type = read_word(dir + "type");
+    if (level.empty()) break;
+    const std::size_t bytes = read_cache_size(dir + "size");
+    if (level == "1" && type == "Data") m.l1d_bytes = bytes;
+    else if (level == "2" && type != "Instruction") m.l2_bytes = bytes;
+    else if (level == "3" && type != "Instruction") m.l3_bytes = bytes;
+  }
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+  auto from_sysconf = [](std::size_t& bytes, int name) {
+    if (bytes != 0) return;
+    const long v = sysconf(name);
+    if (v > 0) bytes = static_cast<std::size_t>(v);
+  };
+  from_sysconf(m.l1d_bytes, _SC_LEVEL1_DCACHE_SIZE);
+  from_sysconf(m.l2_bytes, _SC_LEVEL2_CACHE_SIZE);
+  from_sysconf(m.l3_bytes, _SC_LEVEL3_CACHE_SIZE);
+#endif
+  m.gemm = blocking_of();
+  m.simd_target = hwy_gemm_target();
+  m.vector_bytes = m.gemm.nr / 2 * 4;  // the GEMM's NR is two vectors of f32
+  return m;
+}
+
+const machine& this_machine() {
+  static const machine m = read_machine();
+  return m;
+}
 
 // ---- Thread pool ----
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <string_view>
 
 #include "tessel/plan/plan.hpp"
@@ -32,6 +33,17 @@ using kernel_observer = void (*)(const kernel_report&) noexcept;
 // Process-wide; profile::enable() installs the profiler's.
 inline std::atomic<kernel_observer>& kernel_observer_slot() {
   static std::atomic<kernel_observer> slot{nullptr};
+  return slot;
+}
+
+// What the executor tells a block observer: kernel `kernel` of the plan ran grid point `block` of its
+// `blocks` (each exactly once, on any of the pool's threads, so an observer must be thread-safe). The
+// grid is the plan's for this machine (plan::blocks_of with targets::this_host()).
+using block_observer = void (*)(int kernel, std::size_t block, std::size_t blocks) noexcept;
+
+// The block observer, or null (the default: one load per kernel). Process-wide; for tests and tools.
+inline std::atomic<block_observer>& block_observer_slot() {
+  static std::atomic<block_observer> slot{nullptr};
   return slot;
 }
 

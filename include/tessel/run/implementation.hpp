@@ -19,8 +19,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -33,16 +37,157 @@
 #include "tessel/kernels/thread_pool.hpp"
 #include "tessel/lax.hpp"  // every primitive descriptor, so this translation unit sees them all
 #include "tessel/plan/plan.hpp"
+#include "tessel/plan/target_view.hpp"
 #include "tessel/prim/dot_general.hpp"
 #include "tessel/run/executor.hpp"
 #include "tessel/run/mesh.hpp"
+#include "tessel/target/host.hpp"
 
 namespace tessel::run {
 
 using kernels::thread_pool;
 
+// The step a kernel's body takes through its block (its "vector registers"): members are evaluated on
+// tiles of this many values, which stay in L1 between one member and the next. Blocks, the unit of the
+// grid, are the plan's (kernel_grid); this is not one of them.
 inline constexpr std::size_t tile_elements = 1024;
-inline constexpr std::size_t parallel_grain_elements = 16 * 1024;
+
+// How one kernel runs: the grid of plan::blocks_of on this machine (targets::this_host()), as the
+// executor walks it. Every grid point is one block, run whole by one thread, each exactly once.
+struct kernel_grid {
+  std::size_t blocks = 1;  // grid points that run (a matmul's K axis runs inside each)
+  // loop and column kernels: the elementwise grid over the iteration space (a column kernel's outputs);
+  // each block is a contiguous flat range.
+  ir::dims space{}, block{}, grid{};
+  std::size_t rows = 0;  // row kernels: rows per block
+  // contraction: grid (batch, M / bm, N / bn), each block's K in bk steps
+  std::size_t batch = 1, bm = 0, bn = 0, bk = 0, m_blocks = 1, n_blocks = 1;
+};
+
+// Flat range [first, first + count) of block b of an elementwise grid.
+inline std::pair<std::size_t, std::size_t> flat_range(const kernel_grid& g, std::size_t b) {
+  std::size_t first = 0, count = 1, stride = 1;
+  for (std::size_t axis = g.space.rank; axis-- > 0;) {
+    const std::size_t index = b % g.grid.d[axis];
+    b /= g.grid.d[axis];
+    const std::size_t origin = index * g.block.d[axis];
+    first += origin * stride;
+    count *= std::min(g.block.d[axis], g.space.d[axis] - origin);
+    stride *= g.space.d[axis];
+  }
+  return {first, count};
+}
+
+// The grid of kernel k of plan p on target t (the executor's: targets::this_host()).
+inline kernel_grid grid_of(const plan::plan_view& p, int k, const target& t) {
+  const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
+  kernel_grid g;
+  if (!plan::runs_on_grid(p, k)) return g;  // run whole
+  if (p.node(kr.root).shape.size() == 0) {
+    g.blocks = 0;
+    return g;
+  }
+  const tiling::block_plan b = plan::blocks_of(p, k, t);
+  // What the planner cannot fit in the VMEM still runs, in the smallest blocks it names (a row longer
+  // than the VMEM, a row at a time); an elementwise grid is always planned on a host (partial edges).
+  switch (kr.kind) {
+    case plan::kernel_kind::row: {
+      g.rows = b.ok() ? b.blocks[0].block.d[0] : std::max<std::size_t>(b.min_rows, 1);
+      g.blocks = (kr.outer + g.rows - 1) / g.rows;
+      return g;
+    }
+    case plan::kernel_kind::contraction: {
+      if (!b.ok()) {  // the smallest blocks the planner tried
+        const kernels::gemm_blocking own = kernels::blocking_of();
+        const prim::dot_layout d = prim::layout_of(p.node(kr.dot), p.node(p.node(kr.dot).operand(0)), p.node(p.node(kr.dot).operand(1)));
+        g.batch = d.batch;
+        g.bm = std::min(d.m, own.mr);
+        g.bn = std::min(d.n, own.nr);
+        g.bk = std::max<std::size_t>(1, std::min(d.k, own.kc));
+        g.m_blocks = (d.m + g.bm - 1) / g.bm;
+        g.n_blocks = (d.n + g.bn - 1) / g.bn;
+        g.blocks = g.batch * g.m_blocks * g.n_blocks;
+        return g;
+      }
+      const tiling::block_spec& lhs = b.blocks[0];
+      const tiling::block_spec& rhs = b.blocks[1];
+      const std::size_t lead = lhs.block.rank == 3 ? 1 : 0;
+      g.batch = lead ? lhs.array.d[0] : 1;
+      g.bm = lhs.block.d[lead];
+      g.bk = lhs.block.d[lead + 1];
+      g.bn = rhs.block.d[lead + 1];
+      g.m_blocks = b.grid.d[lead];
+      g.n_blocks = b.grid.d[lead + 1];
+      g.blocks = g.batch * g.m_blocks * g.n_blocks;
+      return g;
+    }
+    default: {
+      if (!b.ok())
+        throw std::logic_error(std::string("tessel::run: kernel ") + std::to_string(k) + " (" + std::string(plan::name_of(kr.kind)) +
+                               ") has no elementwise grid on this host: " + std::string(tiling::name_of(b.error)));
+      g.space = b.blocks[0].array;
+      g.block = b.blocks[0].block;
+      g.grid = b.grid;
+      // Contiguous blocks: past the first axis a block does not take whole, it takes every axis whole.
+      bool partial_seen = false;
+      for (std::size_t axis = 0; axis < g.space.rank; ++axis) {
+        if (partial_seen && g.block.d[axis] != g.space.d[axis])
+          throw std::logic_error(std::string("tessel::run: kernel ") + std::to_string(k) + "'s blocks are not contiguous ranges");
+        partial_seen = partial_seen || g.block.d[axis] != 1;
+      }
+      g.blocks = g.grid.size();
+      return g;
+    }
+  }
+}
+
+// What a plan's grids depend on, hashed (FNV-1a): every kernel's structure and the shapes and dtypes of
+// its nodes. A jitted program's plan is a static constant, but a plan made on the stack may reuse the
+// address of another; the fingerprint tells them apart.
+inline std::uint64_t fingerprint(const plan::plan_view& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (v >> (8 * byte)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<std::uint64_t>(p.kernel_count));
+  for (int k = 0; k < p.kernel_count; ++k) {
+    const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
+    mix(static_cast<std::uint64_t>(kr.kind));
+    mix(static_cast<std::uint64_t>(kr.outer));
+    mix(static_cast<std::uint64_t>(kr.inner));
+    for (int m = -1; m < kr.member_count; ++m) {
+      const ir::node& n = p.node(m < 0 ? kr.root : p.members[static_cast<std::size_t>(kr.first_member + m)]);
+      mix(static_cast<std::uint64_t>(n.dtype));
+      for (std::size_t a = 0; a < n.arity; ++a) {
+        const ir::node& operand = p.node(n.operands[a]);
+        mix(static_cast<std::uint64_t>(operand.dtype));
+        for (std::size_t d = 0; d < operand.shape.rank; ++d) mix(operand.shape.d[d]);
+      }
+      for (std::size_t d = 0; d < n.shape.rank; ++d) mix(n.shape.d[d]);
+    }
+  }
+  return h;
+}
+
+// The grids of every kernel of plan p on this machine, made on the first call with p on this thread.
+inline const std::vector<kernel_grid>& grids_of(const plan::plan_view& p) {
+  struct made_grids {
+    const plan::kernel* kernels;
+    std::uint64_t fingerprint;
+    std::vector<kernel_grid> grids;
+  };
+  thread_local std::deque<made_grids> made;  // a deque: a call nested in another keeps the outer's grids in place
+  const std::uint64_t print = fingerprint(p);
+  for (const made_grids& m : made)
+    if (m.kernels == p.kernels && m.fingerprint == print) return m.grids;
+  std::vector<kernel_grid> grids;
+  for (int k = 0; k < p.kernel_count; ++k) grids.push_back(grid_of(p, k, targets::this_host()));
+  made.push_back({p.kernels, print, std::move(grids)});
+  return made.back().grids;
+}
 
 // Storage <-> tile: bf16 widens to float; other dtypes are the same bytes.
 inline void load_tile(ir::dtype_code dtype, const void* storage, std::size_t n, void* tile) {
@@ -179,6 +324,7 @@ class executor {
   void run() {
     thread_pool& pool = thread_pool::host();
     threads_ = pool.size();
+    grids_ = &grids_of(p_);
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + scratch_bytes();
     const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + plan::arena_alignment;
@@ -248,8 +394,8 @@ class executor {
       if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
       if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
       if (kr.kind == plan::kernel_kind::contraction && nd(kr.dot).prim->run_blocked == nullptr) {
-        const prim::dot_layout d = prim::layout_of(nd(kr.dot), nd(nd(kr.dot).operand(0)), nd(nd(kr.dot).operand(1)));
-        need += kernels::gemm_scratch_floats() * 4 + kernels::blocking_of().mc * d.n * 4;
+        const kernel_grid& g = (*grids_)[static_cast<std::size_t>(k)];
+        need += kernels::gemm_scratch_floats() * 4 + g.bm * g.bn * 4;  // the GEMM's panels, the C block
       }
       most = std::max(most, (need + 63) / 64 * 64);
     }
@@ -442,21 +588,23 @@ class executor {
     const kernel_observer observe = kernel_observer_slot().load(std::memory_order_relaxed);
     if (observe != nullptr) {  // one load and a branch when nobody observes
       const auto start = std::chrono::steady_clock::now();
-      dispatch(kr, pool);
+      dispatch(kr, index, pool);
       observe({.kind = plan::name_of(kr.kind), .index = index, .start = start, .end = std::chrono::steady_clock::now(),
                .bytes = static_cast<double>(p_.bytes(kr.root)),
                .plan = &p_, .result = result_of(kr)});
       return;
     }
-    dispatch(kr, pool);
+    dispatch(kr, index, pool);
   }
 
-  void dispatch(const plan::kernel& kr, thread_pool& pool) {
+  void dispatch(const plan::kernel& kr, int index, thread_pool& pool) {
+    const kernel_grid& g = (*grids_)[static_cast<std::size_t>(index)];
+    const block_observer blocks = block_observer_slot().load(std::memory_order_relaxed);
     switch (kr.kind) {
-      case plan::kernel_kind::loop: run_loop(kr, pool); break;
-      case plan::kernel_kind::row: run_row(kr, pool); break;
-      case plan::kernel_kind::column: run_column(kr, pool); break;
-      case plan::kernel_kind::contraction: run_contraction(kr, pool); break;
+      case plan::kernel_kind::loop: run_loop(kr, g, {blocks, index}, pool); break;
+      case plan::kernel_kind::row: run_row(kr, g, {blocks, index}, pool); break;
+      case plan::kernel_kind::column: run_column(kr, g, {blocks, index}, pool); break;
+      case plan::kernel_kind::contraction: run_contraction(kr, g, {blocks, index}, pool); break;
       case plan::kernel_kind::layout:
       case plan::kernel_kind::generic: run_whole(kr); break;
       case plan::kernel_kind::copy: run_copy(kr); break;
@@ -464,17 +612,27 @@ class executor {
     }
   }
 
-  void run_loop(const plan::kernel& kr, thread_pool& pool) const {
-    const std::size_t size = nd(kr.root).shape.size();
-    const std::size_t tiles = (size + tile_elements - 1) / tile_elements;
-    pool.parallel_for(tiles, parallel_grain_elements / tile_elements, [&](std::size_t begin, std::size_t end, std::size_t t) {
+  // Tells the block observer, if any, that a block ran.
+  struct block_report {
+    block_observer observe = nullptr;
+    int kernel = 0;
+    void operator()(std::size_t block, std::size_t blocks) const {
+      if (observe != nullptr) observe(kernel, block, blocks);
+    }
+  };
+
+  void run_loop(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
+    pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* tiles_mem = thread_scratch(t);
       const void** tile_of = tile_pointers(t);
-      for (std::size_t tile = begin; tile < end; ++tile) {
-        const std::size_t first = tile * tile_elements;
-        const std::size_t n = std::min(tile_elements, size - first);
-        eval_members(kr, first, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
-        store_root(kr, first, n, tile_of);
+      for (std::size_t block = begin; block < end; ++block) {
+        const auto [first, count] = flat_range(g, block);
+        for (std::size_t off = 0; off < count; off += tile_elements) {
+          const std::size_t n = std::min(tile_elements, count - off);
+          eval_members(kr, first + off, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
+          store_root(kr, first + off, n, tile_of);
+        }
+        report(block, g.blocks);
       }
     });
   }
@@ -486,50 +644,58 @@ class executor {
     return kr.inner >= tile_elements ? 1 : tile_elements / std::max<std::size_t>(kr.inner, 1);
   }
 
-  void run_row(const plan::kernel& kr, thread_pool& pool) const {
+  void run_row(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
+    pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      for (std::size_t block = begin; block < end; ++block) {
+        const std::size_t first_row = block * g.rows;
+        run_rows(kr, first_row, std::min(kr.outer, first_row + g.rows), t);
+        report(block, g.blocks);
+      }
+    });
+  }
+
+  // Rows [begin, end) of a row kernel, rows_per_pass(kr) at a time, on thread t.
+  void run_rows(const plan::kernel& kr, std::size_t begin, std::size_t end, std::size_t t) const {
     const std::size_t inner = kr.inner;
     const std::size_t per_pass = rows_per_pass(kr);
     const std::size_t stride = (per_pass * inner + 16) * 4;
-    const std::size_t grain = std::max<std::size_t>(1, parallel_grain_elements / std::max<std::size_t>(inner, 1));
-    pool.parallel_for(kr.outer, grain, [&](std::size_t begin, std::size_t end, std::size_t t) {
-      unsigned char* tiles = thread_scratch(t);
-      const void** tile_of = tile_pointers(t);
-      for (std::size_t o = begin; o < end; o += per_pass) {
-        const std::size_t rows = std::min(per_pass, end - o);
-        for (int m = 0; m < kr.member_count; ++m) {
-          const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
-          const ir::node& node = nd(id);
-          const bool full = node.shape == kr.row_shape;  // else one value per row
-          const std::size_t first = full ? o * inner : o;
-          const std::size_t n = full ? rows * inner : rows;
-          void* out = tiles + static_cast<std::size_t>(m) * stride;
-          tile_of[m] = out;
-          unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
-          switch (node.prim->kind) {
-            case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
-            case ir::prim_kind::broadcast: broadcast_rows(kr, node, full, first, rows, n, out, tile_of); break;
-            case ir::prim_kind::reduce: {
-              const ir::dtype_code in_dtype = nd(node.operand(0)).dtype;
-              const auto* in = static_cast<const unsigned char*>(
-                  operand_tile(kr, node.operand(0), in_dtype, o * inner, rows * inner, spare, tile_of));
-              node.prim->init(node, out, rows);
-              for (std::size_t r = 0; r < rows; ++r)
-                node.prim->reduce_row(node, in + r * inner * tile_bytes(in_dtype), inner,
-                                      static_cast<unsigned char*>(out) + r * tile_bytes(node.dtype));
-              break;
-            }
-            default: {
-              const void* in[ir::max_operands];
-              for (std::size_t a = 0; a < node.arity; ++a)
-                in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
-              node.prim->evaluate(node, in, out, n);
-            }
+    unsigned char* tiles = thread_scratch(t);
+    const void** tile_of = tile_pointers(t);
+    for (std::size_t o = begin; o < end; o += per_pass) {
+      const std::size_t rows = std::min(per_pass, end - o);
+      for (int m = 0; m < kr.member_count; ++m) {
+        const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
+        const ir::node& node = nd(id);
+        const bool full = node.shape == kr.row_shape;  // else one value per row
+        const std::size_t first = full ? o * inner : o;
+        const std::size_t n = full ? rows * inner : rows;
+        void* out = tiles + static_cast<std::size_t>(m) * stride;
+        tile_of[m] = out;
+        unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
+        switch (node.prim->kind) {
+          case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
+          case ir::prim_kind::broadcast: broadcast_rows(kr, node, full, first, rows, n, out, tile_of); break;
+          case ir::prim_kind::reduce: {
+            const ir::dtype_code in_dtype = nd(node.operand(0)).dtype;
+            const auto* in = static_cast<const unsigned char*>(
+                operand_tile(kr, node.operand(0), in_dtype, o * inner, rows * inner, spare, tile_of));
+            node.prim->init(node, out, rows);
+            for (std::size_t r = 0; r < rows; ++r)
+              node.prim->reduce_row(node, in + r * inner * tile_bytes(in_dtype), inner,
+                                    static_cast<unsigned char*>(out) + r * tile_bytes(node.dtype));
+            break;
+          }
+          default: {
+            const void* in[ir::max_operands];
+            for (std::size_t a = 0; a < node.arity; ++a)
+              in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
+            node.prim->evaluate(node, in, out, n);
           }
         }
-        const bool root_full = nd(kr.root).shape == kr.row_shape;
-        store_root(kr, root_full ? o * inner : o, root_full ? rows * inner : rows, tile_of);
       }
-    });
+      const bool root_full = nd(kr.root).shape == kr.row_shape;
+      store_root(kr, root_full ? o * inner : o, root_full ? rows * inner : rows, tile_of);
+    }
   }
 
   // A broadcast inside a row kernel over `rows` rows: a member holding one value per row is spread over
@@ -552,31 +718,39 @@ class executor {
   }
 
   // A reduction over leading axes: each thread owns a range of outputs and walks every reduced row.
-  void run_column(const plan::kernel& kr, thread_pool& pool) const {
-    const ir::node& root = nd(kr.root);
-    const std::size_t outputs = kr.outer, rows = kr.inner;
-    const std::size_t tiles = (outputs + tile_elements - 1) / tile_elements;
-    pool.parallel_for(tiles, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
-      unsigned char* mem = thread_scratch(t);
-      unsigned char* acc = mem;
-      unsigned char* tiles_mem = mem + tile_elements * 4;
-      const void** tile_of = tile_pointers(t);
-      for (std::size_t tile = begin; tile < end; ++tile) {
-        const std::size_t j0 = tile * tile_elements;
-        const std::size_t n = std::min(tile_elements, outputs - j0);
-        root.prim->init(root, acc, n);
-        for (std::size_t r = 0; r < rows; ++r) {
-          // Producers of the reduced operand (every member but the root) on row r.
-          plan::kernel producers = kr;
-          producers.member_count = kr.member_count - 1;
-          eval_members(producers, r * outputs + j0, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
-          unsigned char* spare = tiles_mem + static_cast<std::size_t>(kr.member_count) * tile_elements * 4;
-          const void* in = operand_tile(producers, root.operand(0), nd(root.operand(0)).dtype, r * outputs + j0, n, spare, tile_of);
-          root.prim->combine(root, in, n, acc);
-        }
-        store_tile(root.dtype, acc, n, static_cast<unsigned char*>(storage(kr.root)) + j0 * ir::bytes_of(root.dtype));
+  void run_column(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
+    pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      for (std::size_t block = begin; block < end; ++block) {
+        const auto [first, count] = flat_range(g, block);
+        run_columns(kr, first, count, t);
+        report(block, g.blocks);
       }
     });
+  }
+
+  // Outputs [block_first, block_first + block_count) of a column kernel, a tile at a time, on thread t:
+  // each walks every reduced row.
+  void run_columns(const plan::kernel& kr, std::size_t block_first, std::size_t block_count, std::size_t t) const {
+    const ir::node& root = nd(kr.root);
+    const std::size_t outputs = kr.outer, rows = kr.inner;
+    unsigned char* mem = thread_scratch(t);
+    unsigned char* acc = mem;
+    unsigned char* tiles_mem = mem + tile_elements * 4;
+    const void** tile_of = tile_pointers(t);
+    for (std::size_t j0 = block_first; j0 < block_first + block_count; j0 += tile_elements) {
+      const std::size_t n = std::min(tile_elements, block_first + block_count - j0);
+      root.prim->init(root, acc, n);
+      for (std::size_t r = 0; r < rows; ++r) {
+        // Producers of the reduced operand (every member but the root) on row r.
+        plan::kernel producers = kr;
+        producers.member_count = kr.member_count - 1;
+        eval_members(producers, r * outputs + j0, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
+        unsigned char* spare = tiles_mem + static_cast<std::size_t>(kr.member_count) * tile_elements * 4;
+        const void* in = operand_tile(producers, root.operand(0), nd(root.operand(0)).dtype, r * outputs + j0, n, spare, tile_of);
+        root.prim->combine(root, in, n, acc);
+      }
+      store_tile(root.dtype, acc, n, static_cast<unsigned char*>(storage(kr.root)) + j0 * ir::bytes_of(root.dtype));
+    }
   }
 
   // A blocked contraction (conv_general): the primitive makes its result block by block and the
@@ -608,7 +782,10 @@ class executor {
     n.prim->run_blocked(n, operands, in, sink);
   }
 
-  void run_contraction(const plan::kernel& kr, thread_pool& pool) const {
+  // A GEMM and its epilogue over the plan's (batch, M / bm, N / bn) blocks: the kernel multiplies each
+  // C block with the plan's blocks as its MC, NC and KC, and the epilogue runs on the block while it is
+  // in cache, on the thread that made it.
+  void run_contraction(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
     if (nd(kr.dot).prim->run_blocked != nullptr) {
       run_blocked(kr);
       return;
@@ -616,41 +793,40 @@ class executor {
     const ir::node& dot = nd(kr.dot);
     const ir::node& lhs = nd(dot.operand(0));
     const ir::node& rhs = nd(dot.operand(1));
-    prim::dot_layout d = prim::layout_of(dot, lhs, rhs);
-    const std::size_t elem = ir::bytes_of(lhs.dtype);
+    const prim::dot_layout d = prim::layout_of(dot, lhs, rhs);
+    const std::size_t lhs_elem = ir::bytes_of(lhs.dtype), rhs_elem = ir::bytes_of(rhs.dtype);
     const auto* lbase = static_cast<const unsigned char*>(storage(dot.operand(0)));
     const auto* rbase = static_cast<const unsigned char*>(storage(dot.operand(1)));
-    // Row blocks of whole micro-tiles (mr rows), at most mc rows each, in a number that the threads
-    // share evenly: with 128 rows and 2 threads, 72 + 56 rows rather than 96 + 32.
-    const kernels::gemm_blocking blocking = kernels::blocking_of();
-    const std::size_t mr = blocking.mr;
-    const std::size_t tiles = (d.m + mr - 1) / mr;
-    const std::size_t max_tiles = blocking.mc / mr, threads = pool.size();
-    std::size_t blocks_per_batch = (tiles + max_tiles - 1) / max_tiles;
-    while ((d.batch * blocks_per_batch) % threads != 0 && blocks_per_batch < tiles) ++blocks_per_batch;
-    pool.parallel_for(d.batch * blocks_per_batch, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+    kernels::gemm_blocking blocks = kernels::blocking_of();
+    blocks.mc = g.bm;
+    blocks.nc = g.bn;
+    blocks.kc = g.bk;
+    const kernels::gemm_blocked_fn gemm = kernels::select_blocked_gemm();
+    pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* mem = thread_scratch(t);
       float* gemm_mem = reinterpret_cast<float*>(mem);
       float* panel = gemm_mem + kernels::gemm_scratch_floats();
-      unsigned char* tiles_mem = reinterpret_cast<unsigned char*>(panel + blocking.mc * d.n);
+      unsigned char* tiles_mem = reinterpret_cast<unsigned char*>(panel + g.bm * g.bn);
       const void** tile_of = tile_pointers(t);
       prim::dot_layout local = d;
       for (std::size_t block = begin; block < end; ++block) {
-        const std::size_t b = block / blocks_per_batch;
-        const std::size_t j = block % blocks_per_batch;
-        const std::size_t m0 = j * tiles / blocks_per_batch * mr;
-        const std::size_t m1 = std::min(d.m, (j + 1) * tiles / blocks_per_batch * mr);
-        local.lhs.data = lbase + b * d.lhs_batch_stride * elem;
-        local.rhs.data = rbase + b * d.rhs_batch_stride * elem;
-        kernels::select_gemm()(local.lhs, local.rhs, m0, m1, d.n, d.k, panel, d.n, gemm_mem);
-        // The epilogue on the panel's flat range, tile by tile, while it is in cache.
-        const std::size_t base = (b * d.m + m0) * d.n;
-        const std::size_t count = (m1 - m0) * d.n;
-        for (std::size_t off = 0; off < count; off += tile_elements) {
-          const std::size_t n = std::min(tile_elements, count - off);
-          eval_members(kr, base + off, n, tiles_mem, tile_elements * 4, tile_of, panel + off);
-          store_root(kr, base + off, n, tile_of);
-        }
+        const std::size_t b = block / (g.m_blocks * g.n_blocks);
+        const std::size_t i = block / g.n_blocks % g.m_blocks, j = block % g.n_blocks;
+        const std::size_t m0 = i * g.bm, m1 = std::min(d.m, m0 + g.bm);
+        const std::size_t n0 = j * g.bn, width = std::min(d.n, n0 + g.bn) - n0;
+        local.lhs.data = lbase + b * d.lhs_batch_stride * lhs_elem;
+        local.rhs.data = rbase + (b * d.rhs_batch_stride + n0 * d.rhs.col_stride) * rhs_elem;
+        gemm(local.lhs, local.rhs, m0, m1, width, d.k, panel, width, gemm_mem, blocks);
+        // The epilogue on the block: one flat range when it holds whole rows, else row by row.
+        const std::size_t base = (b * d.m + m0) * d.n + n0;
+        const std::size_t runs = width == d.n ? 1 : m1 - m0, run = width == d.n ? (m1 - m0) * d.n : width;
+        for (std::size_t r = 0; r < runs; ++r)
+          for (std::size_t off = 0; off < run; off += tile_elements) {
+            const std::size_t n = std::min(tile_elements, run - off);
+            eval_members(kr, base + r * d.n + off, n, tiles_mem, tile_elements * 4, tile_of, panel + r * width + off);
+            store_root(kr, base + r * d.n + off, n, tile_of);
+          }
+        report(block, g.blocks);
       }
     });
   }
@@ -715,6 +891,7 @@ class executor {
   const plan::plan_view& p_;
   const void* const* parameters_;
   void* const* outputs_;
+  const std::vector<kernel_grid>* grids_ = nullptr;
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;
   std::size_t scratch_per_thread_ = 0, pointers_per_thread_ = 0, threads_ = 1;

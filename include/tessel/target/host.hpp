@@ -1,13 +1,14 @@
 #pragma once
 // The host target: the CPU that tessel runs on, planned with the same grid-over-blocks model as a TPU.
 //
-// std::thread::hardware_concurrency() and cache sizes are run-time facts, so the compile-time host uses
-// conservative constants taken from the development machine (a 2-vCPU AVX-512 Xeon with 2 MiB of L2 per
-// core; shared/docs/TARGETS.md). Figures marked "measured" were measured there, single runs on a quiet
-// machine; the rest are derived from them or from the ISA. A different machine plans correctly with
-// these figures (the blocks still fit its caches if its L2 is at least 1 MiB per core); only the time
-// estimates drift.
+// Two of them. `targets::host` is a compile-time description, for what must be known while compiling
+// (check_fits, dump_on, the collectives' cost estimates); its figures were measured on one development
+// machine (a 2-vCPU AVX-512 Xeon with 2 MiB of L2 per core; shared/docs/TARGETS.md), single runs on a
+// quiet machine, or derived from them. `targets::this_host()` is the machine the process runs on, read at
+// run time (kernels/machine.hpp): the executor plans every kernel's blocks for it with the same tiling
+// code (plan::blocks_of), so block sizes follow the real caches, cores and SIMD width.
 
+#include "tessel/kernels/machine.hpp"
 #include "tessel/target/target.hpp"
 
 namespace tessel::targets {
@@ -37,5 +38,30 @@ inline constexpr target host{
     .partial_edge_blocks = true,  // host kernels clip the last block (bm = 96 never divides 2^n)
     .double_buffer = true,
 };
+
+// The host target of a machine. Its VMEM is half of one core's L2 (the rest keeps the GEMM's packed
+// panels and the stack; 512 KiB where the OS does not say), a vector register is the dispatched SIMD
+// width, the "MXU" is the GEMM's register tile and the matmul block caps are the GEMM's own MC, NC and
+// KC. Speeds and sizes that are not read (DRAM, peak FLOP/s, the cores' exchange) stay the estimates of
+// `host`: they feed cost estimates, never block sizes.
+constexpr target host_of(const kernels::machine& m) {
+  target t = host;
+  t.cores = m.threads;
+  t.vmem_bytes = m.l2_bytes != 0 ? m.l2_bytes / 2 : std::size_t{512} << 10;
+  t.lanes = m.vector_bytes / 4 != 0 ? m.vector_bytes / 4 : 4;
+  t.mxu_rows = m.gemm.mr;
+  t.mxu_cols = m.gemm.nr;
+  t.block_bytes = t.vmem_bytes / 4;  // two operands double-buffered fill the VMEM
+  t.block_m = m.gemm.mc;
+  t.block_n = m.gemm.nc;
+  t.block_k = m.gemm.kc;
+  return t;
+}
+
+// host_of(kernels::this_machine()), made once.
+inline const target& this_host() {
+  static const target t = host_of(kernels::this_machine());
+  return t;
+}
 
 }  // namespace tessel::targets

@@ -238,9 +238,34 @@ constexpr std::size_t block_bytes_total(const block_plan& p) {
   return total;
 }
 
+// A host has no DMA engine to copy blocks into a scratchpad: its GEMM packs the A and B blocks (as f32)
+// into a scratch that stays in cache, keeps C's micro-tile in registers and stores it in place. So on a
+// host a matmul's VMEM is its packed panels, bk x (bm + bn) floats, once, plus its whole operands.
+constexpr bool packs_matmul(const target& t, const block_plan& p, std::size_t& bytes) {
+  if (t.kind != target_kind::host) return false;
+  const block_spec* lhs = nullptr;
+  const block_spec* rhs = nullptr;
+  std::size_t whole = 0;
+  for (std::size_t i = 0; i < p.count; ++i) {
+    if (p.blocks[i].map == index_map::matmul_lhs) lhs = &p.blocks[i];
+    if (p.blocks[i].map == index_map::matmul_rhs) rhs = &p.blocks[i];
+    if (p.blocks[i].map == index_map::whole) whole += p.blocks[i].bytes();
+  }
+  if (lhs == nullptr || rhs == nullptr || lhs->block.rank < 2 || rhs->block.rank < 2) return false;
+  const std::size_t r = lhs->block.rank;
+  bytes = whole + lhs->block[r - 1] * (lhs->block[r - 2] + rhs->block[r - 1]) * 4;
+  return true;
+}
+
 // Rule 3 and the final tally.
 constexpr block_plan& finish(const target& t, block_plan& p) {
-  p.vmem_bytes = block_bytes_total(p) * p.buffers + p.scratch_bytes;
+  if (std::size_t packed = 0; packs_matmul(t, p, packed)) {
+    p.buffers = 1;
+    p.scratch_bytes = 0;
+    p.vmem_bytes = packed;
+  } else {
+    p.vmem_bytes = block_bytes_total(p) * p.buffers + p.scratch_bytes;
+  }
   if (p.ok() && p.vmem_bytes > t.vmem_bytes) p.error = tile_error::vmem_overflow;
   return p;
 }
@@ -450,7 +475,9 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   std::size_t bm = wm.first(), bn = wn.first(), bk = wk.first();
 
   const std::size_t fixed = whole_bytes(p);
+  const bool packs = t.kind == target_kind::host;  // see packs_matmul
   auto need = [&](std::size_t bm_, std::size_t bn_, std::size_t bk_) {
+    if (packs) return fixed / p.buffers + bk_ * (bm_ + bn_) * 4;
     std::size_t bytes = fixed + bk_ * (bm_ * ir::bytes_of(a.dtype) + bn_ * ir::bytes_of(b.dtype)) * p.buffers;
     for (std::size_t i = 0; i < p.count; ++i)
       if (p.blocks[i].map == index_map::matmul_out) bytes += bm_ * bn_ * ir::bytes_of(p.blocks[i].dtype) * p.buffers;
@@ -470,6 +497,18 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
     if (best < 0) break;  // the smallest legal blocks still overflow: finish() reports it
     *dims[best] = walks[best]->below(*dims[best]);
   }
+  if (partial) {
+    // With edge blocks allowed (a host), the same number of blocks along M and N, made as even as the
+    // alignment lets: 128 rows in two blocks of 72 and 56 rather than 96 and 32, so the cores that share
+    // the grid finish together.
+    auto even = [](std::size_t extent, std::size_t block, std::size_t align) {
+      const std::size_t share = ceil_div(extent, ceil_div(extent, block));
+      const std::size_t aligned = ceil_div(share, align) * align;
+      return aligned < block ? aligned : block;
+    };
+    bm = even(m, bm, wm.align);
+    bn = even(n, bn, wn.align);
+  }
   for (std::size_t i = 0; i < p.count; ++i) {
     block_spec& s = p.blocks[i];
     if (s.map == index_map::whole) continue;
@@ -481,7 +520,7 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   p.grid = r == 3 ? make_dims({batch, ceil_div(m, bm), ceil_div(n, bn), ceil_div(kk, bk)})
                   : make_dims({ceil_div(m, bm), ceil_div(n, bn), ceil_div(kk, bk)});
   for (std::size_t i = 0; i + 1 < p.grid.rank; ++i) p.parallel[i] = true;  // k, the last axis, accumulates
-  p.scratch_bytes = bm * bn * 4;
+  p.scratch_bytes = packs ? 0 : bm * bn * 4;
   return finish(t, p);
 }
 

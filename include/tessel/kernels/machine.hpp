@@ -1,0 +1,33 @@
+#pragma once
+// The machine this process runs on, read at run time: the threads it may use, its data caches and its
+// GEMM blocking on the dispatched SIMD target. The machines tessel runs on differ (an Intel Xeon with
+// 2 MiB of L2 per core and AMX, an AMD EPYC with 1 MiB and double-pumped AVX-512), so none of this is a
+// compile-time constant; target/host.hpp turns it into the host target that the executor plans its
+// blocks for. Compiled once in the tessel library (kernels/implementation.hpp).
+//
+//   const tessel::kernels::machine& m = tessel::kernels::this_machine();
+//   // m.threads == 2, m.l1d_bytes == 48 KiB, m.l2_bytes == 1 MiB, m.simd_target == "AVX3_ZEN4", ...
+
+#include <cstddef>
+
+#include "tessel/kernels/gemm.hpp"
+
+namespace tessel::kernels {
+
+struct machine {
+  std::size_t threads = 1;       // default_thread_count(): the affinity mask, or TESSEL_NUM_THREADS
+  std::size_t l1d_bytes = 0;     // one core's L1 data cache; 0 where the OS does not say
+  std::size_t l2_bytes = 0;      // one core's L2
+  std::size_t l3_bytes = 0;      // the L3 that cpu0 shares with others
+  std::size_t vector_bytes = 16; // the widest f32 vector of the dispatched Highway target
+  gemm_blocking gemm{};          // blocking_of(): the GEMM's register tile and its own KC, MC, NC
+  const char* simd_target = "";  // hwy_gemm_target()
+};
+
+// Reads the machine (sysfs, or sysconf where sysfs is absent).
+machine read_machine();
+
+// read_machine(), once per process.
+const machine& this_machine();
+
+}  // namespace tessel::kernels
