@@ -174,7 +174,7 @@ class jitted {
     void* outputs[t::outputs + 1];
     std::size_t next = 0;
     detail::output_pointers(result, outputs, next);
-    run::execute(plan::view_of(t::plan), parameters, outputs);
+    run::execute(plan::static_view<t::plan>(), parameters, outputs);
     return result;
   }
 
@@ -204,7 +204,7 @@ class jitted {
     void* outputs[t::outputs + 1];
     std::size_t next = 0;
     detail::output_pointers(result, outputs, next);
-    run::execute(plan::view_of(t::plan), parameters, outputs);
+    run::execute(plan::static_view<t::plan>(), parameters, outputs);
     return result;
   }
 };

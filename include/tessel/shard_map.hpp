@@ -253,7 +253,7 @@ class sharded {
     using result_type = typename shard_detail::global_results<M, out_specs, typename t::result>::type;
     constexpr std::size_t D = M::devices;
     constexpr std::size_t params = t::program.parameter_count;
-    const plan::plan_view view = plan::view_of(t::plan);
+    const plan::plan_view& view = plan::static_view<t::plan>();
 
     shard_detail::device_job<D, params, t::outputs> job;
     job.view = &view;

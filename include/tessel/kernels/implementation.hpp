@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -122,16 +123,22 @@ void gemm_reference_blocked(const matrix_view& a, const matrix_view& b, std::siz
                             std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking&) {
   gemm_reference(a, b, m0, m1, n, k, c, ldc, scratch);
 }
+
+// Each GEMM kernel's two entry points, in gemm_kernel's order (a value out of range is the Highway one).
+struct gemm_entries {
+  gemm_rows_fn rows;
+  gemm_blocked_fn blocked;
+};
+const gemm_entries& entries_of(gemm_kernel which) {
+  static constexpr gemm_entries table[] = {{&gemm_reference, &gemm_reference_blocked},
+                                           {&gemm_rows, &gemm_rows_blocked},
+                                           {&hwy_gemm_rows, &hwy_gemm_rows_blocked}};
+  const auto i = static_cast<std::size_t>(which);
+  return table[i < std::size(table) ? i : std::size(table) - 1];
+}
 }  // namespace
 
-gemm_blocked_fn select_blocked_gemm(gemm_kernel which) {
-  switch (which) {
-    case gemm_kernel::scalar: return &gemm_reference_blocked;
-    case gemm_kernel::xsimd: return &gemm_rows_blocked;
-    case gemm_kernel::hwy: break;
-  }
-  return &hwy_gemm_rows_blocked;
-}
+gemm_blocked_fn select_blocked_gemm(gemm_kernel which) { return entries_of(which).blocked; }
 
 void gemm_reference(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                     std::size_t k, float* c, std::size_t ldc, float* /*scratch*/) {
@@ -151,14 +158,7 @@ bool hwy_gemm_uses_dpbf16() { return hwy_detail::dispatch_uses_dpbf16(); }
 
 bool hwy_gemm_allow_dpbf16(bool allow) { return hwy_detail::dpbf16_allowed().exchange(allow); }
 
-gemm_rows_fn select_gemm(gemm_kernel which) {
-  switch (which) {
-    case gemm_kernel::scalar: return &gemm_reference;
-    case gemm_kernel::xsimd: return &gemm_rows;
-    case gemm_kernel::hwy: break;
-  }
-  return &hwy_gemm_rows;
-}
+gemm_rows_fn select_gemm(gemm_kernel which) { return entries_of(which).rows; }
 
 gemm_blocking blocking_of(gemm_kernel which) {
   using x = detail::xsimd_blocking;

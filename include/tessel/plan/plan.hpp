@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -577,6 +578,10 @@ struct plan_view {
   const int* region_begin = nullptr;
   const int* region_end = nullptr;
   std::size_t arena_bytes = 0;
+  // Where the executor keeps what it derives from the plan for this machine (the kernels' grids), made on
+  // the first call and read by every later one; null for a plan that may not outlive the call (then it is
+  // derived on each call). static_view sets it for a plan that is a static constant.
+  std::atomic<const void*>* derived = nullptr;
 
   const ir::node& node(int id) const { return program.nodes[static_cast<std::size_t>(id)]; }
   std::size_t bytes(int id) const { return node(id).shape.size() * ir::bytes_of(node(id).dtype); }
@@ -594,6 +599,20 @@ plan_view view_of(const plan<N, O>& p) {
           .arena_offset = p.arena_offset.data(), .output_index = p.output_index.data(),
           .last_reader = p.last_reader.data(), .alias_of = p.alias_of.data(), .region_begin = p.region_begin.data(),
           .region_end = p.region_end.data(), .arena_bytes = p.arena_bytes};
+}
+
+// The view of a plan that is a static constant (jit's and shard_map's, one per program and argument
+// types): made once, with the slot in which the executor keeps the plan's grids on this machine, so that
+// a call derives nothing from the plan.
+template <const auto& P>
+const plan_view& static_view() {
+  static std::atomic<const void*> derived{nullptr};
+  static const plan_view view = [] {
+    plan_view v = view_of(P);
+    v.derived = &derived;
+    return v;
+  }();
+  return view;
 }
 
 }  // namespace tessel::plan

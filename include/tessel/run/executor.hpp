@@ -3,7 +3,7 @@
 // plan::plan_view, so it is compiled once, in the tessel library (run/implementation.hpp defines it), not
 // once per program.
 //
-//   run::execute(plan::view_of(plan), parameters, outputs);   // what jit does for each call
+//   run::execute(plan::static_view<plan>(), parameters, outputs);   // what jit does for each call
 //
 // parameters[i] points at parameter i's data (row-major, its node's dtype), outputs[o] at output o's.
 

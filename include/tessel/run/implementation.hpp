@@ -19,7 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -97,18 +96,11 @@ inline kernel_grid grid_of(const plan::plan_view& p, int k, const target& t) {
       return g;
     }
     case plan::kernel_kind::contraction: {
-      if (!b.ok()) {  // the smallest blocks the planner tried
-        const kernels::gemm_blocking own = kernels::blocking_of();
-        const prim::dot_layout d = prim::layout_of(p.node(kr.dot), p.node(p.node(kr.dot).operand(0)), p.node(p.node(kr.dot).operand(1)));
-        g.batch = d.batch;
-        g.bm = std::min(d.m, own.mr);
-        g.bn = std::min(d.n, own.nr);
-        g.bk = std::max<std::size_t>(1, std::min(d.k, own.kc));
-        g.m_blocks = (d.m + g.bm - 1) / g.bm;
-        g.n_blocks = (d.n + g.bn - 1) / g.bn;
-        g.blocks = g.batch * g.m_blocks * g.n_blocks;
-        return g;
-      }
+      // Over the VMEM (operands the kernel needs whole, too large for it), the planner's blocks are the
+      // smallest it reached, and they run: the GEMM's panels are its own scratch.
+      if (!b.ok() && b.error != tiling::tile_error::vmem_overflow)
+        throw std::logic_error(std::string("tessel::run: kernel ") + std::to_string(k) +
+                               " (contraction) has no blocks on this host: " + std::string(tiling::name_of(b.error)));
       const tiling::block_spec& lhs = b.blocks[0];
       const tiling::block_spec& rhs = b.blocks[1];
       const std::size_t lead = lhs.block.rank == 3 ? 1 : 0;
@@ -141,52 +133,47 @@ inline kernel_grid grid_of(const plan::plan_view& p, int k, const target& t) {
   }
 }
 
-// What a plan's grids depend on, hashed (FNV-1a): every kernel's structure and the shapes and dtypes of
-// its nodes. A jitted program's plan is a static constant, but a plan made on the stack may reuse the
-// address of another; the fingerprint tells them apart.
-inline std::uint64_t fingerprint(const plan::plan_view& p) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t v) {
-    for (int byte = 0; byte < 8; ++byte) {
-      h ^= (v >> (8 * byte)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  mix(static_cast<std::uint64_t>(p.kernel_count));
-  for (int k = 0; k < p.kernel_count; ++k) {
-    const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
-    mix(static_cast<std::uint64_t>(kr.kind));
-    mix(static_cast<std::uint64_t>(kr.outer));
-    mix(static_cast<std::uint64_t>(kr.inner));
-    for (int m = -1; m < kr.member_count; ++m) {
-      const ir::node& n = p.node(m < 0 ? kr.root : p.members[static_cast<std::size_t>(kr.first_member + m)]);
-      mix(static_cast<std::uint64_t>(n.dtype));
-      for (std::size_t a = 0; a < n.arity; ++a) {
-        const ir::node& operand = p.node(n.operands[a]);
-        mix(static_cast<std::uint64_t>(operand.dtype));
-        for (std::size_t d = 0; d < operand.shape.rank; ++d) mix(operand.shape.d[d]);
-      }
-      for (std::size_t d = 0; d < n.shape.rank; ++d) mix(n.shape.d[d]);
-    }
-  }
-  return h;
+// Rows a row kernel's body takes at a time: as many whole rows as fill one tile (at least one).
+inline std::size_t rows_per_pass(const plan::kernel& kr) {
+  return kr.inner >= tile_elements ? 1 : tile_elements / std::max<std::size_t>(kr.inner, 1);
 }
 
-// The grids of every kernel of plan p on this machine, made on the first call with p on this thread.
-inline const std::vector<kernel_grid>& grids_of(const plan::plan_view& p) {
-  struct made_grids {
-    const plan::kernel* kernels;
-    std::uint64_t fingerprint;
-    std::vector<kernel_grid> grids;
-  };
-  thread_local std::deque<made_grids> made;  // a deque: a call nested in another keeps the outer's grids in place
-  const std::uint64_t print = fingerprint(p);
-  for (const made_grids& m : made)
-    if (m.kernels == p.kernels && m.fingerprint == print) return m.grids;
+// What the executor derives from a plan for this machine: every kernel's grid, and the scratch a thread
+// needs for the largest kernel (member tile pointers aside).
+struct derived_plan {
   std::vector<kernel_grid> grids;
-  for (int k = 0; k < p.kernel_count; ++k) grids.push_back(grid_of(p, k, targets::this_host()));
-  made.push_back({p.kernels, print, std::move(grids)});
-  return made.back().grids;
+  std::size_t scratch_bytes = 0;
+};
+
+inline derived_plan derive(const plan::plan_view& p) {
+  derived_plan d;
+  d.grids.reserve(static_cast<std::size_t>(p.kernel_count));
+  for (int k = 0; k < p.kernel_count; ++k) {
+    const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
+    const kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
+    const std::size_t members = static_cast<std::size_t>(kr.member_count) + ir::max_operands;
+    std::size_t need = members * tile_elements * 4 + tile_elements * 4;
+    if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
+    if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
+    if (kr.kind == plan::kernel_kind::contraction && p.node(kr.dot).prim->run_blocked == nullptr)
+      need += kernels::gemm_scratch_floats() * 4 + g.bm * g.bn * 4;  // the GEMM's panels, the C block
+    d.scratch_bytes = std::max(d.scratch_bytes, (need + 63) / 64 * 64);
+  }
+  return d;
+}
+
+// What plan p derives to: kept in its slot (plan_view::derived) from the first call on, made by
+// whichever thread gets there first (the devices of a mesh start together); made into `local` for a plan
+// without a slot.
+inline const derived_plan& derived_for(const plan::plan_view& p, derived_plan& local) {
+  if (p.derived == nullptr) return local = derive(p);
+  if (const void* kept = p.derived->load(std::memory_order_acquire)) return *static_cast<const derived_plan*>(kept);
+  // Lives as long as the static plan it belongs to: reachable from the plan's slot until the process ends.
+  auto* made = new derived_plan(derive(p));
+  const void* expected = nullptr;
+  if (p.derived->compare_exchange_strong(expected, made, std::memory_order_acq_rel)) return *made;
+  delete made;
+  return *static_cast<const derived_plan*>(expected);
 }
 
 // Storage <-> tile: bf16 widens to float; other dtypes are the same bytes.
@@ -324,9 +311,10 @@ class executor {
   void run() {
     thread_pool& pool = thread_pool::host();
     threads_ = pool.size();
-    grids_ = &grids_of(p_);
+    const derived_plan& derived = derived_for(p_, local_derived_);
+    grids_ = &derived.grids;
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
-    scratch_per_thread_ = pointers_per_thread_ + scratch_bytes();
+    scratch_per_thread_ = pointers_per_thread_ + derived.scratch_bytes;
     const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + plan::arena_alignment;
     arena_ = thread_arena(total);
     scratch_ = arena_ + (p_.arena_bytes + plan::arena_alignment - 1) / plan::arena_alignment * plan::arena_alignment;
@@ -383,23 +371,6 @@ class executor {
     if (p_.output_index[i] >= 0 && n.prim->kind != ir::prim_kind::parameter) return outputs_[p_.output_index[i]];
     if (n.prim->kind == ir::prim_kind::parameter) return const_cast<void*>(parameters_[n.attr.ints[0]]);
     return arena_ + p_.arena_offset[i];
-  }
-
-  std::size_t scratch_bytes() const {
-    std::size_t most = 0;
-    for (int k = 0; k < p_.kernel_count; ++k) {
-      const plan::kernel& kr = p_.kernels[static_cast<std::size_t>(k)];
-      const std::size_t members = static_cast<std::size_t>(kr.member_count) + ir::max_operands;
-      std::size_t need = members * tile_elements * 4 + tile_elements * 4;
-      if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
-      if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
-      if (kr.kind == plan::kernel_kind::contraction && nd(kr.dot).prim->run_blocked == nullptr) {
-        const kernel_grid& g = (*grids_)[static_cast<std::size_t>(k)];
-        need += kernels::gemm_scratch_floats() * 4 + g.bm * g.bn * 4;  // the GEMM's panels, the C block
-      }
-      most = std::max(most, (need + 63) / 64 * 64);
-    }
-    return most;
   }
 
   // The slot of node id among kernel kr's members, or -1.
@@ -640,10 +611,6 @@ class executor {
   // Rows are taken several at a time when they are short (softmax over 10 classes), so each member is
   // evaluated once per ~tile_elements values rather than once per row: per-member dispatch, not
   // arithmetic, is what short rows cost.
-  static std::size_t rows_per_pass(const plan::kernel& kr) {
-    return kr.inner >= tile_elements ? 1 : tile_elements / std::max<std::size_t>(kr.inner, 1);
-  }
-
   void run_row(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
     pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       for (std::size_t block = begin; block < end; ++block) {
@@ -891,6 +858,7 @@ class executor {
   const plan::plan_view& p_;
   const void* const* parameters_;
   void* const* outputs_;
+  derived_plan local_derived_;  // for a plan without a slot (plan_view::derived)
   const std::vector<kernel_grid>* grids_ = nullptr;
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;

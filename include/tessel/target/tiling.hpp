@@ -241,6 +241,8 @@ constexpr std::size_t block_bytes_total(const block_plan& p) {
 // A host has no DMA engine to copy blocks into a scratchpad: its GEMM packs the A and B blocks (as f32)
 // into a scratch that stays in cache, keeps C's micro-tile in registers and stores it in place. So on a
 // host a matmul's VMEM is its packed panels, bk x (bm + bn) floats, once, plus its whole operands.
+constexpr std::size_t packed_panel_bytes(std::size_t bm, std::size_t bn, std::size_t bk) { return bk * (bm + bn) * 4; }
+
 constexpr bool packs_matmul(const target& t, const block_plan& p, std::size_t& bytes) {
   if (t.kind != target_kind::host) return false;
   const block_spec* lhs = nullptr;
@@ -253,7 +255,7 @@ constexpr bool packs_matmul(const target& t, const block_plan& p, std::size_t& b
   }
   if (lhs == nullptr || rhs == nullptr || lhs->block.rank < 2 || rhs->block.rank < 2) return false;
   const std::size_t r = lhs->block.rank;
-  bytes = whole + lhs->block[r - 1] * (lhs->block[r - 2] + rhs->block[r - 1]) * 4;
+  bytes = whole + packed_panel_bytes(lhs->block[r - 2], rhs->block[r - 1], lhs->block[r - 1]);
   return true;
 }
 
@@ -477,7 +479,7 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   const std::size_t fixed = whole_bytes(p);
   const bool packs = t.kind == target_kind::host;  // see packs_matmul
   auto need = [&](std::size_t bm_, std::size_t bn_, std::size_t bk_) {
-    if (packs) return fixed / p.buffers + bk_ * (bm_ + bn_) * 4;
+    if (packs) return fixed / p.buffers + packed_panel_bytes(bm_, bn_, bk_);
     std::size_t bytes = fixed + bk_ * (bm_ * ir::bytes_of(a.dtype) + bn_ * ir::bytes_of(b.dtype)) * p.buffers;
     for (std::size_t i = 0; i < p.count; ++i)
       if (p.blocks[i].map == index_map::matmul_out) bytes += bm_ * bn_ * ir::bytes_of(p.blocks[i].dtype) * p.buffers;
