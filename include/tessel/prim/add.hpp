@@ -32,3 +32,5 @@ constexpr auto operator+(A a, B b) {
   return add(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

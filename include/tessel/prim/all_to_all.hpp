@@ -124,3 +124,5 @@ constexpr auto all_to_all(X x) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -71,3 +71,5 @@ constexpr auto argmax(X x) {
   return ir::emit<std::int32_t, S>(x.graph, prim::argmax_p, {x.id}, a, ir::code_of<typename X::value_type>());
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

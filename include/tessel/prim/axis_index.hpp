@@ -44,3 +44,5 @@ constexpr tracer<std::int32_t, shape<>> axis_index(Anchor anchor) {
 template <class M, spec_entry Axes>
 inline constexpr std::size_t axis_size = prim::collective::size_in<"tessel::axis_size", M, Axes>();
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -124,3 +124,5 @@ constexpr auto broadcast_to(X x) {
 }
 
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

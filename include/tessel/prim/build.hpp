@@ -3,7 +3,12 @@
 // are known only as values during tracing. Every primitive is declared here and defined in its own
 // file, so a rule can name any primitive without include cycles (sin's rule uses cos and cos's uses
 // sin; broadcast_in_dim's uses reduce_sum and the reverse). Rules only take addresses; the descriptors
-// are read when a program is planned, in code that includes every primitive (lax.hpp, through transform/trace.hpp).
+// are read when a program is planned.
+//
+// Each primitive's header ends by including lax.hpp, which includes them all: an inline variable must be
+// defined in every translation unit that declares it (C++20 [dcl.inline]/6, no diagnostic required), so
+// a program that includes one primitive's header sees every definition. At its end, the header's own
+// descriptor is defined, and the others need only its address.
 
 #include <algorithm>
 #include <array>

@@ -96,3 +96,5 @@ constexpr auto concatenate(A a, B b, C c, D d, Rest... rest) {
   return concatenate<Axis>(concatenate<Axis>(a, b, c), d, rest...);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

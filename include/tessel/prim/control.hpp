@@ -134,3 +134,5 @@ constexpr ir::dims unstacked(const ir::dims& s) {
 
 }  // namespace control
 }  // namespace tessel::prim
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -653,3 +653,5 @@ constexpr auto conv_general(X x, W w) {
 }
 
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

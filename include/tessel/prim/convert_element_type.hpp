@@ -87,3 +87,5 @@ constexpr auto convert_element_type(X x) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -40,3 +40,5 @@ constexpr auto operator/(A a, B b) {
   return div(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -302,3 +302,5 @@ constexpr auto dot_general(L lhs, R rhs) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -27,3 +27,5 @@ constexpr auto operator==(A a, B b) {
   return eq(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

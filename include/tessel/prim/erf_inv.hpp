@@ -58,3 +58,5 @@ constexpr auto erf_inv(X x) {
   return prim::unary<prim::erf_inv_p, prim::erf_inv_rule>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -30,3 +30,5 @@ constexpr auto exp(X x) {
   return prim::unary<prim::exp_p, prim::exp_rule>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

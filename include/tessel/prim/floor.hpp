@@ -20,3 +20,5 @@ constexpr auto floor(X x) {
   return prim::unary<prim::floor_p, prim::floor_rule>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -45,3 +45,5 @@ constexpr auto broadcasted_iota(Anchor anchor) {
   return ir::emit<T, S>(anchor.graph, prim::iota_p, {}, a);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

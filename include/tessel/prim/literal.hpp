@@ -25,3 +25,5 @@ constexpr tracer<T, shape<>> literal(ir::graph_builder* g, double value) {
 }
 
 }  // namespace tessel::prim
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

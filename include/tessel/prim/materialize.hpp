@@ -44,3 +44,5 @@ constexpr X materialize(X x) {
                                       x.graph->operator[](x.id).shape, {x.id})};
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

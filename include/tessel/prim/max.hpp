@@ -38,3 +38,5 @@ constexpr auto max(A a, B b) {
   return prim::binary<prim::max_p, prim::max_rule>(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -38,3 +38,5 @@ constexpr auto min(A a, B b) {
   return prim::binary<prim::min_p, prim::min_rule>(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -33,3 +33,5 @@ constexpr auto operator*(A a, B b) {
   return mul(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

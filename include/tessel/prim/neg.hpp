@@ -29,3 +29,5 @@ constexpr auto operator-(X x) {
   return neg(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

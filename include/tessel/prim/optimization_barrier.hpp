@@ -56,3 +56,5 @@ constexpr X optimization_barrier(X x, D after) {
   return X{x.graph, prim::build::optimization_barrier(*x.graph, x.id, after.id)};
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

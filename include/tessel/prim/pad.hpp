@@ -183,3 +183,5 @@ constexpr auto pad(X x, V value) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -32,3 +32,5 @@ constexpr auto pow(A a, B b) {
   return prim::binary<prim::pow_p, prim::pow_rule>(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -123,3 +123,5 @@ constexpr X ppermute(X x) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -93,3 +93,5 @@ constexpr X pmean(X x) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -100,3 +100,5 @@ constexpr auto psum_scatter(X x) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -47,3 +47,5 @@ constexpr X pvary(X x) {
   return X{x.graph, prim::build::make(*x.graph, prim::pvary_p, x.graph->operator[](x.id).dtype, x.graph->operator[](x.id).shape, {x.id}, a)};
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -36,3 +36,5 @@ inline constexpr ir::primitive random_uniform_p{.name = "random_uniform",
                                                 .flops_per_element = 120};  // 20 threefry rounds
 
 }  // namespace tessel::prim
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

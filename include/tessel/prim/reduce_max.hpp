@@ -32,3 +32,5 @@ constexpr auto reduce_max(X x) {
   return prim::reduce<prim::reduce_max_p, prim::reduce_max_rule, Axes...>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -32,3 +32,5 @@ constexpr auto reduce_min(X x) {
   return prim::reduce<prim::reduce_min_p, prim::reduce_min_rule, Axes...>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

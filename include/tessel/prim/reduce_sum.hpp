@@ -32,3 +32,5 @@ constexpr auto reduce_sum(X x) {
   return prim::reduce<prim::reduce_sum_p, prim::reduce_sum_rule, Axes...>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

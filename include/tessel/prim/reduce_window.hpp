@@ -498,3 +498,5 @@ constexpr auto sum_pool(X x) {
 }
 
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

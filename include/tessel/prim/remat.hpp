@@ -39,3 +39,5 @@ inline constexpr ir::primitive remat_p{.name = "checkpoint",
                                        .flops_per_element = 0};
 
 }  // namespace tessel::prim
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -44,3 +44,5 @@ constexpr auto reshape(X x) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

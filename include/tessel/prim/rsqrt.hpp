@@ -29,3 +29,5 @@ constexpr auto rsqrt(X x) {
   return prim::unary<prim::rsqrt_p, prim::rsqrt_rule>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -151,3 +151,5 @@ constexpr auto scatter_add(X x, I indices, U updates) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -92,3 +92,5 @@ constexpr auto where(P pred, A on_true, B on_false) {
   return select(pred, on_true, on_false);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -171,3 +171,5 @@ constexpr auto slice_in_dim(X x) {
   return slice<bounds[0], bounds[1], bounds[2]>(x);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -27,3 +27,5 @@ constexpr auto stop_gradient(X x) {
   return ir::emit<typename X::value_type, typename X::shape_type>(x.graph, prim::stop_gradient_p, {x.id});
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -32,3 +32,5 @@ constexpr auto operator-(A a, B b) {
   return sub(a, b);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

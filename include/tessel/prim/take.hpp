@@ -220,3 +220,5 @@ constexpr auto take(X x, I indices) {
   }
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -99,3 +99,5 @@ constexpr auto transpose(X x) {
   return ir::emit<T, S>(x.graph, prim::transpose_p, {x.id}, a);
 }
 }  // namespace tessel
+
+#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp

@@ -23,7 +23,8 @@
 #include "tessel/prim/family/batching.hpp"
 
 namespace tessel {
-// Defined in prim/broadcast_in_dim.hpp and prim/literal.hpp (included at the end: they include this file).
+// Defined in prim/broadcast_in_dim.hpp and prim/literal.hpp, which include this file; every primitive's
+// header brings them in (its last line includes lax.hpp).
 template <class Out, Traced X>
 constexpr auto broadcast_to(X x);
 namespace prim {
@@ -319,6 +320,3 @@ constexpr auto binary(A a, B b) {
 }
 
 }  // namespace tessel::prim
-
-#include "tessel/prim/broadcast_in_dim.hpp"
-#include "tessel/prim/literal.hpp"
