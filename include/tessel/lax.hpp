@@ -9,6 +9,7 @@
 #include "tessel/prim/argmax.hpp"
 #include "tessel/prim/axis_index.hpp"
 #include "tessel/prim/broadcast_in_dim.hpp"
+#include "tessel/prim/cbrt.hpp"
 #include "tessel/prim/concatenate.hpp"
 #include "tessel/prim/control.hpp"
 #include "tessel/prim/conv_general.hpp"
@@ -71,7 +72,7 @@
 
 namespace tessel {
 // Every primitive descriptor, for the checkers that must cover them all (tests/vmap/coverage_test.cpp).
-inline constexpr std::array<const ir::primitive*, 71> all_primitives{
+inline constexpr std::array<const ir::primitive*, 72> all_primitives{
     &prim::abs_p,
     &prim::add_p,
     &prim::all_gather_p,
@@ -79,6 +80,7 @@ inline constexpr std::array<const ir::primitive*, 71> all_primitives{
     &prim::argmax_p,
     &prim::axis_index_p,
     &prim::broadcast_in_dim_p,
+    &prim::cbrt_p,
     &prim::concatenate_p,
     &prim::region_parameter_p,
     &prim::control_p,

@@ -47,6 +47,7 @@ TEST(Elementwise, Unary) {
   check_unary([](auto x) { return tessel::sin(x); }, [](double v) { return std::sin(v); }, -7, 7, 2);
   check_unary([](auto x) { return tessel::cos(x); }, [](double v) { return std::cos(v); }, -7, 7, 2);
   check_unary([](auto x) { return tessel::erf(x); }, [](double v) { return std::erf(v); }, -3, 3, 3);
+  check_unary([](auto x) { return tessel::cbrt(x); }, [](double v) { return std::cbrt(v); }, -30, 30, 2);
   check_unary([](auto x) { return tessel::floor(x); }, [](double v) { return std::floor(v); }, -5, 5, 0);
   check_unary([](auto x) { return tessel::sign(x); }, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }, -5, 5, 0);
 }

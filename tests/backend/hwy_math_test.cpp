@@ -210,6 +210,7 @@ TEST(HwyMath, DefaultPaths) {
   EXPECT_EQ(default_path<log_rule>(), math_path::hwy);
   EXPECT_EQ(default_path<sin_rule>(), math_path::hwy);
   EXPECT_EQ(default_path<erf_rule>(), math_path::xsimd);  // no Highway kernel
+  EXPECT_EQ(default_path<cbrt_rule>(), math_path::xsimd);  // no Highway kernel
   EXPECT_EQ(default_path<neg_rule>(), math_path::xsimd);  // no Highway kernel either
 }
 }  // namespace

@@ -92,8 +92,8 @@ inline double erf_inv_reference(double y) {  // erf inverted in double by Newton
 }  // namespace tessel::testing::math
 
 // X(op, reference, lo, hi, log_spaced, scalar bound, xsimd bound, Highway bound): maximum error in ULP
-// against the double reference over [lo, hi] (the bounds each primitive's header states). erf has no
-// Highway kernel (its hwy path is xsimd's) and erf_inv is one scalar function on every path.
+// against the double reference over [lo, hi] (the bounds each primitive's header states). erf and cbrt
+// have no Highway kernel (their hwy path is xsimd's) and erf_inv is one scalar function on every path.
 #define TESSEL_MATH_CASES(X)                                                                                   \
   X(exp, [](double v) { return std::exp(v); }, -87, 88, false, 1, 2, 1.5)                                      \
   X(log, [](double v) { return std::log(v); }, 1e-30, 1e30, true, 1, 1, 1)                                     \
@@ -106,4 +106,5 @@ inline double erf_inv_reference(double y) {  // erf inverted in double by Newton
   X(sin, [](double v) { return std::sin(v); }, -100, 100, false, 1, 2.5, 2.5)                                  \
   X(cos, [](double v) { return std::cos(v); }, -100, 100, false, 1, 2.5, 2.5)                                  \
   X(erf, [](double v) { return std::erf(v); }, -5, 5, false, 1, 2.5, 2.5)                                      \
+  X(cbrt, [](double v) { return std::cbrt(v); }, -1e6, 1e6, false, 1, 2, 2)                                   \
   X(erf_inv, tessel::testing::math::erf_inv_reference, -0.9, 0.9, false, 4, 4, 4)

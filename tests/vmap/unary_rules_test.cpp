@@ -17,6 +17,7 @@ TEST(VmapElementwise, Unary) {
   check_batching<F34>([](auto x) { return tessel::exp(x) - tessel::expm1(x); });
   check_batching<F34>([](auto x) { return tessel::tanh(x) * tessel::logistic(x); });
   check_batching<F34>([](auto x) { return tessel::erf(x) + tessel::floor(x * 3.0f) + tessel::sign(x); });
+  check_batching<F34>([](auto x) { return tessel::cbrt(x); });
   check_batching<F34>([](auto x) { return tessel::erf_inv(x); }, domain{-0.9, 0.9});
   check_batching<F34>([](auto x) { return tessel::log(x) + tessel::log1p(x); }, domain{0.1, 3.0});
   check_batching<F34>([](auto x) { return tessel::sqrt(x) * tessel::rsqrt(x + 1.0f); }, domain{0.1, 3.0});
