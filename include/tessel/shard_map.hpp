@@ -211,12 +211,14 @@ class sharded {
   using in_specs = typename shard_detail::spec_list<InSpecs>::type;
   using out_specs = typename shard_detail::spec_list<OutSpecs>::type;
 
+ public:
+  // The per-device program and plan for local argument types A (declared only; public because traced_for
+  // names it, and clang checks access where an alias template is used, not where it is declared).
   template <class... A, std::size_t... I>
   static auto planned_for(std::index_sequence<I...>)
       -> detail::planned_in<shard_detail::context<M, in_specs, A...>, F,
                             typename shard_detail::local_arg<M, shard_detail::spec_at_t<I, in_specs>, A>::type...>;
 
- public:
   // Runs f on every device of M and returns the results put together by out_specs.
   template <class... A>
   auto operator()(const A&... args) const {
