@@ -33,7 +33,7 @@ set(root ${SOURCE_DIR}/include/tessel)
 function(layer_of path out)  # path relative to include/tessel
   string(REGEX REPLACE "/.*$" "" top "${path}")
   string(REGEX REPLACE "\\.hpp$" "" top "${top}")
-  if(top STREQUAL "lax")  # lax.hpp: the list of primitives
+  if(top STREQUAL "lax")  # lax.hpp: includes prim/all.hpp, the list of primitives
     set(top prim)
   endif()
   list(FIND layers "${top}" index)

@@ -1,15 +1,15 @@
-# Writes include/tessel/lax.hpp, the list of every primitive, from the files of include/tessel/prim/: each
-# file there (family/ and build.hpp aside) is included, and each descriptor it defines
+# Writes include/tessel/prim/all.hpp, the list of every primitive, from the files of include/tessel/prim/:
+# each file there (family/, build.hpp and all.hpp aside) is included, and each descriptor it defines
 # (`inline constexpr ir::primitive <name>_p`) is listed in tessel::all_primitives, which the checkers
 # iterate. So a new primitive is its file (and its test-table entries): run this, commit the result.
-#   cmake -DSOURCE_DIR=<tessel source> -P primitive_list.cmake           rewrites lax.hpp if it changed
-#   cmake -DSOURCE_DIR=<tessel source> -DCHECK=ON -P primitive_list.cmake fails if lax.hpp is stale
-# lax.hpp stays in the source tree so that a program that only adds the include folder has it.
+#   cmake -DSOURCE_DIR=<tessel source> -P primitive_list.cmake           rewrites all.hpp if it changed
+#   cmake -DSOURCE_DIR=<tessel source> -DCHECK=ON -P primitive_list.cmake fails if all.hpp is stale
+# all.hpp stays in the source tree so that a program that only adds the include folder has it.
 
 get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 set(prim ${SOURCE_DIR}/include/tessel/prim)
 file(GLOB files RELATIVE ${prim} ${prim}/*.hpp)
-list(REMOVE_ITEM files build.hpp)
+list(REMOVE_ITEM files build.hpp all.hpp)
 list(SORT files)
 
 set(includes "")
@@ -33,8 +33,8 @@ list(LENGTH files file_count)
 
 set(text "#pragma once
 // Every primitive (JAX's lax): one file each under prim/, each of which ends by including this list
-// (prim/build.hpp says why). Written by cmake/primitive_list.cmake from the files of prim/: do not edit;
-// the test headers.primitive_list fails when it is stale.
+// (prim/build.hpp says why); tessel/lax.hpp includes it. Written by cmake/primitive_list.cmake from the
+// files of prim/: do not edit; the test headers.primitive_list fails when it is stale.
 ${includes}
 #include <array>
 
@@ -45,14 +45,14 @@ inline constexpr std::array<const ir::primitive*, ${count}> all_primitives{
 }  // namespace tessel
 ")
 
-set(lax ${SOURCE_DIR}/include/tessel/lax.hpp)
+set(lax ${SOURCE_DIR}/include/tessel/prim/all.hpp)
 file(READ ${lax} current)
 if(current STREQUAL text)
-  message(STATUS "primitive_list: include/tessel/lax.hpp lists the ${count} primitives of prim/")
+  message(STATUS "primitive_list: include/tessel/prim/all.hpp lists the ${count} primitives of prim/")
 elseif(CHECK)
-  message(FATAL_ERROR "primitive_list: include/tessel/lax.hpp does not list the primitives of include/tessel/prim/ "
+  message(FATAL_ERROR "primitive_list: include/tessel/prim/all.hpp does not list the primitives of include/tessel/prim/ "
     "(${count} descriptors in ${file_count} files); regenerate it: cmake -DSOURCE_DIR=. -P cmake/primitive_list.cmake")
 else()
   file(WRITE ${lax} "${text}")
-  message(STATUS "primitive_list: wrote include/tessel/lax.hpp (${count} primitives)")
+  message(STATUS "primitive_list: wrote include/tessel/prim/all.hpp (${count} primitives)")
 endif()

@@ -72,4 +72,4 @@ constexpr auto argmax(X x) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -45,4 +45,4 @@ template <class M, spec_entry Axes>
 inline constexpr std::size_t axis_size = prim::collective::size_in<"tessel::axis_size", M, Axes>();
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

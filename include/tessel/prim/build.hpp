@@ -5,7 +5,7 @@
 // sin; broadcast_in_dim's uses reduce_sum and the reverse). Rules only take addresses; the descriptors
 // are read when a program is planned.
 //
-// Each primitive's header ends by including lax.hpp, which includes them all: an inline variable must be
+// Each primitive's header ends by including prim/all.hpp, which includes them all: an inline variable must be
 // defined in every translation unit that declares it (C++20 [dcl.inline]/6, no diagnostic required), so
 // a program that includes one primitive's header sees every definition. At its end, the header's own
 // descriptor is defined, and the others need only its address.

@@ -97,4 +97,4 @@ constexpr auto concatenate(A a, B b, C c, D d, Rest... rest) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -135,4 +135,4 @@ constexpr ir::dims unstacked(const ir::dims& s) {
 }  // namespace control
 }  // namespace tessel::prim
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -654,4 +654,4 @@ constexpr auto conv_general(X x, W w) {
 
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

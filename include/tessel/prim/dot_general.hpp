@@ -303,4 +303,4 @@ constexpr auto dot_general(L lhs, R rhs) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -46,4 +46,4 @@ constexpr auto broadcasted_iota(Anchor anchor) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -26,4 +26,4 @@ constexpr tracer<T, shape<>> literal(ir::graph_builder* g, double value) {
 
 }  // namespace tessel::prim
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

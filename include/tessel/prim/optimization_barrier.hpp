@@ -57,4 +57,4 @@ constexpr X optimization_barrier(X x, D after) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

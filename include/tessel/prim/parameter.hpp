@@ -24,4 +24,4 @@ constexpr tracer<T, S> parameter(ir::graph_builder* g, int index, std::uint8_t v
 
 }  // namespace tessel::prim
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

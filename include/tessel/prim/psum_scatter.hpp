@@ -101,4 +101,4 @@ constexpr auto psum_scatter(X x) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

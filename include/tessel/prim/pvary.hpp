@@ -48,4 +48,4 @@ constexpr X pvary(X x) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -37,4 +37,4 @@ inline constexpr ir::primitive random_uniform_p{.name = "random_uniform",
 
 }  // namespace tessel::prim
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

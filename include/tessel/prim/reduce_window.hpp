@@ -499,4 +499,4 @@ constexpr auto sum_pool(X x) {
 
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -40,4 +40,4 @@ inline constexpr ir::primitive remat_p{.name = "checkpoint",
 
 }  // namespace tessel::prim
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -152,4 +152,4 @@ constexpr auto scatter_add(X x, I indices, U updates) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

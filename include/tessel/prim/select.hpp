@@ -93,4 +93,4 @@ constexpr auto where(P pred, A on_true, B on_false) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -25,4 +25,4 @@ constexpr auto sign(X x) {
 }
 }  // namespace tessel
 
-#include "tessel/lax.hpp"  // every primitive: see prim/build.hpp
+#include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

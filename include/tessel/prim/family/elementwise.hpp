@@ -24,7 +24,7 @@
 
 namespace tessel {
 // Defined in prim/broadcast_in_dim.hpp and prim/literal.hpp, which include this file; every primitive's
-// header brings them in (its last line includes lax.hpp).
+// header brings them in (its last line includes prim/all.hpp).
 template <class Out, Traced X>
 constexpr auto broadcast_to(X x);
 namespace prim {
