@@ -34,7 +34,7 @@
 #include "tessel/kernels/collective.hpp"
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/kernels/thread_pool.hpp"
-#include "tessel/lax.hpp"  // every primitive descriptor, so this translation unit sees them all
+#include "tessel/prim/all.hpp"  // every primitive descriptor, so this translation unit sees them all
 #include "tessel/plan/plan.hpp"
 #include "tessel/plan/target_view.hpp"
 #include "tessel/prim/dot_general.hpp"

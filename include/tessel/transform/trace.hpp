@@ -18,7 +18,7 @@
 #include "tessel/core/tree.hpp"
 #include "tessel/ir/program.hpp"
 #include "tessel/ir/tracer.hpp"
-#include "tessel/lax.hpp"  // every primitive a traced program or a derivative rule may emit
+#include "tessel/prim/all.hpp"  // every primitive a traced program or a derivative rule may emit
 #include "tessel/prim/parameter.hpp"
 
 namespace tessel {
