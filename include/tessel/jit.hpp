@@ -164,8 +164,11 @@ class jitted {
   using traced_for = detail::planned<F, std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>...>;
 
  private:
+  template <class G, class... A>
+  friend auto eagerly(G, const A&...);
+
   template <class... A>
-  auto call(const A&... args) const {
+  static auto call(const A&... args) {
     using t = detail::planned<F, A...>;
     auto result = tree::build<typename t::result>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); });
     const void* parameters[t::program.parameter_count + 1];
@@ -213,6 +216,38 @@ class jitted {
 template <class F>
 constexpr jitted<F> jit(F) {
   return {};
+}
+
+namespace detail {
+template <class X>
+inline constexpr bool is_pred_tensor_v = false;
+template <class S>
+inline constexpr bool is_pred_tensor_v<tensor<bool, S>> = true;
+
+// The dtype a scalar argument of an eager call takes: the first tensor argument's that is not pred; with
+// none, the scalar keeps its own (f32 for a double, s32 for an int, as jit takes them).
+template <class Scalar, class A, class... Rest>
+constexpr auto eager_scalar_dtype() {
+  if constexpr (Tensor<A> && !is_pred_tensor_v<A>) return std::type_identity<typename A::value_type>{};
+  else if constexpr (sizeof...(Rest) > 0) return eager_scalar_dtype<Scalar, Rest...>();
+  else return std::type_identity<std::remove_cvref_t<decltype(normalize_scalar(std::declval<const Scalar&>()))>>{};
+}
+
+template <class T, class A>
+decltype(auto) eager_argument(const A& a) {
+  if constexpr (Tensor<A>) {
+    return (a);
+  } else {
+    tensor<T, shape<>> t(uninitialized);
+    t[0] = static_cast<T>(a);
+    return t;
+  }
+}
+}  // namespace detail
+
+template <class F, class... A>
+auto eagerly(F f, const A&... args) {
+  return jitted<F>::call(detail::eager_argument<typename decltype(detail::eager_scalar_dtype<A, A...>())::type>(args)...);
 }
 
 }  // namespace tessel

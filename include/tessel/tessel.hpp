@@ -17,6 +17,7 @@
 #include "tessel/io/safetensors.hpp"
 #include "tessel/random.hpp"
 #include "tessel/ops.hpp"
+#include "tessel/nn.hpp"
 #include "tessel/optim/optim.hpp"
 #include "tessel/dump.hpp"
 #include "tessel/profile/profiler.hpp"

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "tessel/core/shape.hpp"
+#include "tessel/core/eager.hpp"  // every op's overload for concrete tensors
 #include "tessel/core/tracer.hpp"
 #include "tessel/ir/graph.hpp"
 

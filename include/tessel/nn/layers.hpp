@@ -16,6 +16,12 @@ constexpr auto dense(X x, W w, B b) {
   return matmul(x, w) + b;
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X, Tensor W, Tensor B>
+auto dense(const X& x, const W& w, const B& b) {
+  return eagerly([](auto x, auto w, auto b) { return dense(x, w, b); }, x, w, b);
+}
+
 // x [N, H, W, C] * k [KH, KW, C, O] + b [O] (flax's Conv: NHWC, 'SAME' padding by default). The bias
 // add (and an activation applied to the result) fuses into the convolution's blocks.
 template <class Strides = stride<1, 1>, class Padding = padding::same, Traced X, Traced K, Traced B>
@@ -23,11 +29,23 @@ constexpr auto conv2d(X x, K k, B b) {
   return conv_general<Strides, Padding>(x, k) + b;
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class Strides = stride<1, 1>, class Padding = padding::same, Tensor X, Tensor K, Tensor B>
+auto conv2d(const X& x, const K& k, const B& b) {
+  return eagerly([](auto x, auto k, auto b) { return conv2d<Strides, Padding>(x, k, b); }, x, k, b);
+}
+
 // [N, ...] -> [N, prod(...)].
 template <Traced X>
 constexpr auto flatten(X x) {
   using S = typename X::shape_type;
   return reshape<shape<S::dims[0], S::size / (S::dims[0] == 0 ? 1 : S::dims[0])>>(x);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto flatten(const X& x) {
+  return eagerly([](auto x) { return flatten(x); }, x);
 }
 
 // Normalises over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta (flax's LayerNorm, eps 1e-6).
@@ -39,6 +57,12 @@ constexpr auto layer_norm(X x, G gamma, B beta) {
   return centered * inv * gamma + beta;
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X, Tensor G, Tensor B>
+auto layer_norm(const X& x, const G& gamma, const B& beta) {
+  return eagerly([](auto x, auto gamma, auto beta) { return layer_norm(x, gamma, beta); }, x, gamma, beta);
+}
+
 // Inverted dropout: keep where `keep` (pred, drawn with probability 1 - rate, e.g. by
 // tessel::random::bernoulli) and scale the kept values by 1 / (1 - rate).
 template <real Rate, Traced X, Traced M>
@@ -46,6 +70,12 @@ template <real Rate, Traced X, Traced M>
 constexpr auto dropout(X x, M keep) {
   static_assert(Rate >= 0 && Rate < 1, "tessel::nn::dropout: the rate must be in [0, 1)");
   return select(keep, x / static_cast<float>(1.0 - Rate), 0.0f);  // flax: inputs / keep_prob
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <real Rate, Tensor X, Tensor M>
+auto dropout(const X& x, const M& keep) {
+  return eagerly([](auto x, auto keep) { return dropout<Rate>(x, keep); }, x, keep);
 }
 
 // Keyed dropout (flax's Dropout): the mask is drawn inside the step from a key argument (key_words, see

@@ -17,6 +17,12 @@ constexpr auto softmax_cross_entropy(L logits, Y labels) {
   return -sum<-1>(labels * log_softmax(logits));
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor L, Tensor Y>
+auto softmax_cross_entropy(const L& logits, const Y& labels) {
+  return eagerly([](auto logits, auto labels) { return softmax_cross_entropy(logits, labels); }, logits, labels);
+}
+
 // logsumexp(logits) - logits[label], per example, as optax.softmax_cross_entropy_with_integer_labels.
 // The label's logit is selected, as optax gathers it, not multiplied out by a one-hot row: a masked
 // logit (-inf) times 0 would be NaN.
@@ -30,16 +36,34 @@ constexpr auto softmax_cross_entropy_with_integer_labels(L logits, Y labels) {
   return logsumexp<-1>(logits) - picked;
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor L, Tensor Y>
+auto softmax_cross_entropy_with_integer_labels(const L& logits, const Y& labels) {
+  return eagerly([](auto logits, auto labels) { return softmax_cross_entropy_with_integer_labels(logits, labels); }, logits, labels);
+}
+
 template <Traced P, Traced Y>
 constexpr auto mean_squared_error(P pred, Y target) {
   auto d = pred - target;
   return mean(d * d);
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor P, Tensor Y>
+auto mean_squared_error(const P& pred, const Y& target) {
+  return eagerly([](auto pred, auto target) { return mean_squared_error(pred, target); }, pred, target);
+}
+
 // The fraction of examples whose largest logit is the label (f32[]).
 template <Traced L, Traced Y>
 constexpr auto accuracy(L logits, Y labels) {
   return mean(convert_element_type<float>(argmax<-1>(logits) == labels));
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor L, Tensor Y>
+auto accuracy(const L& logits, const Y& labels) {
+  return eagerly([](auto logits, auto labels) { return accuracy(logits, labels); }, logits, labels);
 }
 
 }  // namespace tessel::nn

@@ -18,9 +18,21 @@ constexpr auto relu(X x) {
   return max(x, 0.0f);
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto relu(const X& x) {
+  return eagerly([](auto x) { return relu(x); }, x);
+}
+
 template <Traced X>
 constexpr auto sigmoid(X x) {
   return logistic(x);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto sigmoid(const X& x) {
+  return eagerly([](auto x) { return sigmoid(x); }, x);
 }
 
 template <bool Approximate = true, Traced X>
@@ -31,6 +43,12 @@ constexpr auto gelu(X x) {
   } else {
     return 0.5f * x * (1.0f + erf(x * static_cast<float>(1.0 / std::numbers::sqrt2)));
   }
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <bool Approximate = true, Tensor X>
+auto gelu(const X& x) {
+  return eagerly([](auto x) { return gelu<Approximate>(x); }, x);
 }
 
 }  // namespace tessel

@@ -19,4 +19,10 @@ constexpr auto matmul(A a, B b) {
   }
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor A, Tensor B>
+auto matmul(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return matmul(a, b); }, a, b);
+}
+
 }  // namespace tessel

@@ -23,4 +23,10 @@ constexpr auto one_hot(L labels) {
   return convert_element_type<T>(spread == classes);
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <std::size_t Classes, class T = float, Tensor L>
+auto one_hot(const L& labels) {
+  return eagerly([](auto labels) { return one_hot<Classes, T>(labels); }, labels);
+}
+
 }  // namespace tessel

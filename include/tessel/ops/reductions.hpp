@@ -78,15 +78,33 @@ constexpr auto sum(X x) {
   if constexpr (sizeof...(Axes) == 0) return ops_detail::reduce_all_sum(x, std::make_index_sequence<X::rank>{});
   else return reduce_sum<Axes...>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto sum(const X& x) {
+  return eagerly([](auto x) { return sum<Axes...>(x); }, x);
+}
 template <long... Axes, Traced X>
 constexpr auto max(X x) {
   if constexpr (sizeof...(Axes) == 0) return ops_detail::reduce_all_max(x, std::make_index_sequence<X::rank>{});
   else return reduce_max<Axes...>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto max(const X& x) {
+  return eagerly([](auto x) { return max<Axes...>(x); }, x);
+}
 template <long... Axes, Traced X>
 constexpr auto min(X x) {
   if constexpr (sizeof...(Axes) == 0) return ops_detail::reduce_all_min(x, std::make_index_sequence<X::rank>{});
   else return reduce_min<Axes...>(x);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto min(const X& x) {
+  return eagerly([](auto x) { return min<Axes...>(x); }, x);
 }
 
 // The number of elements a reduction over Axes folds into each result.
@@ -106,11 +124,23 @@ constexpr auto mean(X x) {
   return sum<Axes...>(x) / static_cast<float>(reduced_size<typename X::shape_type, Axes...>());
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto mean(const X& x) {
+  return eagerly([](auto x) { return mean<Axes...>(x); }, x);
+}
+
 // Population variance: mean((x - mean)^2).
 template <long... Axes, Traced X>
 constexpr auto var(X x) {
   auto centered = x - broadcast_reduced<Axes...>(mean<Axes...>(x), x);
   return mean<Axes...>(centered * centered);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto var(const X& x) {
+  return eagerly([](auto x) { return var<Axes...>(x); }, x);
 }
 
 // log(sum(exp(x))) over Axes, computed as max + log(sum(exp(x - max))); a row that is all -inf gives
@@ -121,6 +151,12 @@ constexpr auto logsumexp(X x) {
   auto shift = select(abs(m) < std::numeric_limits<float>::infinity(), m, 0.0f);
   auto shifted = x - broadcast_reduced<Axes...>(shift, x);
   return log(sum<Axes...>(exp(shifted))) + shift;
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto logsumexp(const X& x) {
+  return eagerly([](auto x) { return logsumexp<Axes...>(x); }, x);
 }
 
 }  // namespace tessel

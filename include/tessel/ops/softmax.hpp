@@ -13,10 +13,22 @@ constexpr auto softmax(X x) {
   return e / broadcast_reduced<Axis>(sum<Axis>(e), x);
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis = -1, Tensor X>
+auto softmax(const X& x) {
+  return eagerly([](auto x) { return softmax<Axis>(x); }, x);
+}
+
 template <long Axis = -1, Traced X>
 constexpr auto log_softmax(X x) {
   auto shifted = x - broadcast_reduced<Axis>(max<Axis>(x), x);
   return shifted - broadcast_reduced<Axis>(log(sum<Axis>(exp(shifted))), x);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis = -1, Tensor X>
+auto log_softmax(const X& x) {
+  return eagerly([](auto x) { return log_softmax<Axis>(x); }, x);
 }
 
 }  // namespace tessel

@@ -33,6 +33,12 @@ template <Traced X>
 constexpr auto abs(X x) {
   return prim::unary<prim::abs_p, prim::abs_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto abs(const X& x) {
+  return eagerly([](auto x) { return abs(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -26,10 +26,24 @@ template <class A, class B>
 constexpr auto add(A a, B b) {
   return prim::binary<prim::add_p, prim::add_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto add(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return add(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator+(A a, B b) {
   return add(a, b);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto operator+(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return add(a, b); }, a, b);
 }
 }  // namespace tessel
 

@@ -70,6 +70,12 @@ constexpr auto argmax(X x) {
   a.push(static_cast<std::int64_t>(axis));
   return ir::emit<std::int32_t, S>(x.graph, prim::argmax_p, {x.id}, a, ir::code_of<typename X::value_type>());
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis, Tensor X>
+auto argmax(const X& x) {
+  return eagerly([](auto x) { return argmax<Axis>(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -111,6 +111,12 @@ constexpr auto broadcast_in_dim(X x) {
     return tracer<typename X::value_type, Out>{x.graph, x.id};
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class Out, std::size_t... Dims, Tensor X>
+auto broadcast_in_dim(const X& x) {
+  return eagerly([](auto x) { return broadcast_in_dim<Out, Dims...>(x); }, x);
+}
+
 // NumPy's broadcast_to: axes aligned from the right. A no-op when the shape already matches.
 template <class Out, Traced X>
 constexpr auto broadcast_to(X x) {
@@ -121,6 +127,12 @@ constexpr auto broadcast_to(X x) {
   } else {
     return tracer<typename X::value_type, Out>{x.graph, x.id};
   }
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class Out, Tensor X>
+auto broadcast_to(const X& x) {
+  return eagerly([](auto x) { return broadcast_to<Out>(x); }, x);
 }
 
 }  // namespace tessel

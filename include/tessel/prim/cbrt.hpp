@@ -26,6 +26,12 @@ template <Traced X>
 constexpr auto cbrt(X x) {
   return prim::unary<prim::cbrt_p, prim::cbrt_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto cbrt(const X& x) {
+  return eagerly([](auto x) { return cbrt(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

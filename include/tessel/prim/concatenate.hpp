@@ -95,6 +95,12 @@ template <long Axis, Traced A, Traced B, Traced C, Traced D, Traced... Rest>
 constexpr auto concatenate(A a, B b, C c, D d, Rest... rest) {
   return concatenate<Axis>(concatenate<Axis>(a, b, c), d, rest...);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis, Tensor A, Tensor... Rest>
+auto concatenate(const A& a, const Rest&... rest) {
+  return eagerly([](auto a, auto... rest) { return concatenate<Axis>(a, rest...); }, a, rest...);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -652,6 +652,12 @@ constexpr auto conv_general(X x, W w) {
   }
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <StrideRule Strides, PaddingRule Padding, DilationRule Dilation = dilation<1, 1>, Tensor X, Tensor W>
+auto conv_general(const X& x, const W& w) {
+  return eagerly([](auto x, auto w) { return conv_general<Strides, Padding, Dilation>(x, w); }, x, w);
+}
+
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

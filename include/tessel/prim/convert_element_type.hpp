@@ -86,6 +86,12 @@ constexpr auto convert_element_type(X x) {
     return ir::emit<U, typename X::shape_type>(x.graph, prim::convert_element_type_p, {x.id}, {}, ir::code_of<T>());
   }
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class U, Tensor X>
+auto convert_element_type(const X& x) {
+  return eagerly([](auto x) { return convert_element_type<U>(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -28,6 +28,12 @@ template <Traced X>
 constexpr auto cos(X x) {
   return prim::unary<prim::cos_p, prim::cos_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto cos(const X& x) {
+  return eagerly([](auto x) { return cos(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

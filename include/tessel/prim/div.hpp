@@ -34,10 +34,24 @@ template <class A, class B>
 constexpr auto div(A a, B b) {
   return prim::binary<prim::div_p, prim::div_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto div(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return div(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator/(A a, B b) {
   return div(a, b);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto operator/(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return div(a, b); }, a, b);
 }
 }  // namespace tessel
 

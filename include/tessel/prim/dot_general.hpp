@@ -301,6 +301,12 @@ constexpr auto dot_general(L lhs, R rhs) {
     return tracer<T, out_shape>{lhs.graph, prim::build::dot_general(*lhs.graph, lhs.id, rhs.id, d)};
   }
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class Lc, class Rc, class Lb = axes<>, class Rb = axes<>, fixed_string Op = "tessel::dot_general", Tensor L, Tensor R>
+auto dot_general(const L& lhs, const R& rhs) {
+  return eagerly([](auto lhs, auto rhs) { return dot_general<Lc, Rc, Lb, Rb, Op>(lhs, rhs); }, lhs, rhs);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -21,6 +21,13 @@ template <class A, class B>
 constexpr auto eq(A a, B b) {
   return prim::binary<prim::eq_p, prim::eq_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto eq(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return eq(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator==(A a, B b) {

@@ -26,6 +26,12 @@ template <Traced X>
 constexpr auto erf(X x) {
   return prim::unary<prim::erf_p, prim::erf_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto erf(const X& x) {
+  return eagerly([](auto x) { return erf(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

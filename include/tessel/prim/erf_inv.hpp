@@ -57,6 +57,12 @@ template <Traced X>
 constexpr auto erf_inv(X x) {
   return prim::unary<prim::erf_inv_p, prim::erf_inv_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto erf_inv(const X& x) {
+  return eagerly([](auto x) { return erf_inv(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -29,6 +29,12 @@ template <Traced X>
 constexpr auto exp(X x) {
   return prim::unary<prim::exp_p, prim::exp_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto exp(const X& x) {
+  return eagerly([](auto x) { return exp(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -31,6 +31,12 @@ template <Traced X>
 constexpr auto expm1(X x) {
   return prim::unary<prim::expm1_p, prim::expm1_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto expm1(const X& x) {
+  return eagerly([](auto x) { return expm1(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -19,6 +19,12 @@ template <Traced X>
 constexpr auto floor(X x) {
   return prim::unary<prim::floor_p, prim::floor_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto floor(const X& x) {
+  return eagerly([](auto x) { return floor(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

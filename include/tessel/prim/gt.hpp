@@ -21,10 +21,24 @@ template <class A, class B>
 constexpr auto gt(A a, B b) {
   return prim::binary<prim::gt_p, prim::gt_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto gt(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return gt(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator>(A a, B b) {
   return gt(a, b);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto operator>(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return gt(a, b); }, a, b);
 }
 }  // namespace tessel
 

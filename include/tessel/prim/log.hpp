@@ -29,6 +29,12 @@ template <Traced X>
 constexpr auto log(X x) {
   return prim::unary<prim::log_p, prim::log_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto log(const X& x) {
+  return eagerly([](auto x) { return log(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

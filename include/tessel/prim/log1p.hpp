@@ -33,6 +33,12 @@ template <Traced X>
 constexpr auto log1p(X x) {
   return prim::unary<prim::log1p_p, prim::log1p_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto log1p(const X& x) {
+  return eagerly([](auto x) { return log1p(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

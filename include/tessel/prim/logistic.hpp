@@ -29,6 +29,12 @@ template <Traced X>
 constexpr auto logistic(X x) {
   return prim::unary<prim::logistic_p, prim::logistic_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto logistic(const X& x) {
+  return eagerly([](auto x) { return logistic(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -37,6 +37,13 @@ template <class A, class B>
 constexpr auto max(A a, B b) {
   return prim::binary<prim::max_p, prim::max_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto max(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return max(a, b); }, a, b);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

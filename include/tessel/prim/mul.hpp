@@ -27,10 +27,24 @@ template <class A, class B>
 constexpr auto mul(A a, B b) {
   return prim::binary<prim::mul_p, prim::mul_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto mul(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return mul(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator*(A a, B b) {
   return mul(a, b);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto operator*(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return mul(a, b); }, a, b);
 }
 }  // namespace tessel
 

@@ -21,6 +21,13 @@ template <class A, class B>
 constexpr auto ne(A a, B b) {
   return prim::binary<prim::ne_p, prim::ne_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto ne(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return ne(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator!=(A a, B b) {

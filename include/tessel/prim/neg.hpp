@@ -24,9 +24,21 @@ template <Traced X>
 constexpr auto neg(X x) {
   return prim::unary<prim::neg_p, prim::neg_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto neg(const X& x) {
+  return eagerly([](auto x) { return neg(x); }, x);
+}
 template <Traced X>
 constexpr auto operator-(X x) {
   return neg(x);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto operator-(const X& x) {
+  return eagerly([](auto x) { return neg(x); }, x);
 }
 }  // namespace tessel
 

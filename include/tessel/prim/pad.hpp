@@ -182,6 +182,12 @@ constexpr auto pad(X x, V value) {
     return tracer<T, S>{x.graph, prim::build::pad(*x.graph, x.id, v.id, lo, interior, ir::dims_of<S>())};
   }
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <auto Config, Tensor X, class V>
+auto pad(const X& x, const V& value) {
+  return eagerly([](auto x, auto value) { return pad<Config>(x, value); }, x, value);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

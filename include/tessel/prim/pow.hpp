@@ -31,6 +31,13 @@ template <class A, class B>
 constexpr auto pow(A a, B b) {
   return prim::binary<prim::pow_p, prim::pow_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto pow(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return pow(a, b); }, a, b);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -31,6 +31,12 @@ template <long... Axes, Traced X>
 constexpr auto reduce_max(X x) {
   return prim::reduce<prim::reduce_max_p, prim::reduce_max_rule, Axes...>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long... Axes, Tensor X>
+auto reduce_max(const X& x) {
+  return eagerly([](auto x) { return reduce_max<Axes...>(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

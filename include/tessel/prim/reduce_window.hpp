@@ -483,6 +483,12 @@ constexpr auto max_pool(X x) {
   return prim::pool<"tessel::max_pool", Window, Strides, Padding>(x, prim::reduce_window_max_p, prim::pool_divisor::none);
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <WindowRule Window, StrideRule Strides, PaddingRule Padding, Tensor X>
+auto max_pool(const X& x) {
+  return eagerly([](auto x) { return max_pool<Window, Strides, Padding>(x); }, x);
+}
+
 // The mean of each window: over the whole window when CountIncludePad (flax's default), else over its
 // input elements.
 template <WindowRule Window, StrideRule Strides, PaddingRule Padding, bool CountIncludePad = true, Traced X>
@@ -491,10 +497,22 @@ constexpr auto avg_pool(X x) {
       x, prim::reduce_window_sum_p, CountIncludePad ? prim::pool_divisor::window : prim::pool_divisor::valid);
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <WindowRule Window, StrideRule Strides, PaddingRule Padding, bool CountIncludePad = true, Tensor X>
+auto avg_pool(const X& x) {
+  return eagerly([](auto x) { return avg_pool<Window, Strides, Padding, CountIncludePad>(x); }, x);
+}
+
 // The sum of each window.
 template <WindowRule Window, StrideRule Strides, PaddingRule Padding, Traced X>
 constexpr auto sum_pool(X x) {
   return prim::pool<"tessel::sum_pool", Window, Strides, Padding>(x, prim::reduce_window_sum_p, prim::pool_divisor::none);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <WindowRule Window, StrideRule Strides, PaddingRule Padding, Tensor X>
+auto sum_pool(const X& x) {
+  return eagerly([](auto x) { return sum_pool<Window, Strides, Padding>(x); }, x);
 }
 
 }  // namespace tessel

@@ -43,6 +43,12 @@ constexpr auto reshape(X x) {
     return tracer<T, To>{x.graph, x.id};
   }
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class To, Tensor X>
+auto reshape(const X& x) {
+  return eagerly([](auto x) { return reshape<To>(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -28,6 +28,12 @@ template <Traced X>
 constexpr auto rsqrt(X x) {
   return prim::unary<prim::rsqrt_p, prim::rsqrt_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto rsqrt(const X& x) {
+  return eagerly([](auto x) { return rsqrt(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -150,6 +150,12 @@ constexpr auto scatter_add(X x, I indices, U updates) {
     return tracer<T, S>{x.graph, prim::build::scatter_add(*x.graph, x.id, indices.id, updates.id, axis, prim::code_of(Mode))};
   }
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis, index_mode Mode = index_mode::fill, Tensor X, Tensor I, Tensor U>
+auto scatter_add(const X& x, const I& indices, const U& updates) {
+  return eagerly([](auto x, auto indices, auto updates) { return scatter_add<Axis, Mode>(x, indices, updates); }, x, indices, updates);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -85,11 +85,25 @@ constexpr auto select(P pred, A on_true, B on_false) {
   }
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor P, class A, class B>
+  requires(Eager<P, A, B>)
+auto select(const P& pred, const A& on_true, const B& on_false) {
+  return eagerly([](auto pred, auto on_true, auto on_false) { return select(pred, on_true, on_false); }, pred, on_true, on_false);
+}
+
 // jnp.where's name for the same operation.
 template <Traced P, class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto where(P pred, A on_true, B on_false) {
   return select(pred, on_true, on_false);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor P, class A, class B>
+  requires(Eager<P, A, B>)
+auto where(const P& pred, const A& on_true, const B& on_false) {
+  return eagerly([](auto pred, auto on_true, auto on_false) { return where(pred, on_true, on_false); }, pred, on_true, on_false);
 }
 }  // namespace tessel
 

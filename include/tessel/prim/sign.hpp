@@ -23,6 +23,12 @@ template <Traced X>
 constexpr auto sign(X x) {
   return prim::unary<prim::sign_p, prim::sign_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto sign(const X& x) {
+  return eagerly([](auto x) { return sign(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

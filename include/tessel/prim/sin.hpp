@@ -28,6 +28,12 @@ template <Traced X>
 constexpr auto sin(X x) {
   return prim::unary<prim::sin_p, prim::sin_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto sin(const X& x) {
+  return eagerly([](auto x) { return sin(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

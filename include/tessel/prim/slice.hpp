@@ -155,6 +155,12 @@ constexpr auto slice(X x) {
   }
 }
 
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <auto Starts, auto Limits, auto Strides = unit_strides, Tensor X>
+auto slice(const X& x) {
+  return eagerly([](auto x) { return slice<Starts, Limits, Strides>(x); }, x);
+}
+
 // Elements [Start, Limit) (every Stride-th) along one axis, all of the others (lax.slice_in_dim).
 template <long Axis, long Start, long Limit, long Stride = 1, Traced X>
 constexpr auto slice_in_dim(X x) {
@@ -169,6 +175,12 @@ constexpr auto slice_in_dim(X x) {
     return b;
   }();
   return slice<bounds[0], bounds[1], bounds[2]>(x);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis, long Start, long Limit, long Stride = 1, Tensor X>
+auto slice_in_dim(const X& x) {
+  return eagerly([](auto x) { return slice_in_dim<Axis, Start, Limit, Stride>(x); }, x);
 }
 }  // namespace tessel
 

@@ -27,6 +27,12 @@ template <Traced X>
 constexpr auto sqrt(X x) {
   return prim::unary<prim::sqrt_p, prim::sqrt_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto sqrt(const X& x) {
+  return eagerly([](auto x) { return sqrt(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

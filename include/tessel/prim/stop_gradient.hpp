@@ -26,6 +26,12 @@ template <Traced X>
 constexpr auto stop_gradient(X x) {
   return ir::emit<typename X::value_type, typename X::shape_type>(x.graph, prim::stop_gradient_p, {x.id});
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto stop_gradient(const X& x) {
+  return eagerly([](auto x) { return stop_gradient(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -26,10 +26,24 @@ template <class A, class B>
 constexpr auto sub(A a, B b) {
   return prim::binary<prim::sub_p, prim::sub_rule>(a, b);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto sub(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return sub(a, b); }, a, b);
+}
 template <class A, class B>
   requires(Traced<A> || Traced<B>)
 constexpr auto operator-(A a, B b) {
   return sub(a, b);
+}
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <class A, class B>
+  requires(Eager<A, B>)
+auto operator-(const A& a, const B& b) {
+  return eagerly([](auto a, auto b) { return sub(a, b); }, a, b);
 }
 }  // namespace tessel
 

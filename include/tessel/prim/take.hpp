@@ -219,6 +219,12 @@ constexpr auto take(X x, I indices) {
     return tracer<T, S>{x.graph, prim::build::take(*x.graph, x.id, indices.id, axis, prim::code_of(Mode))};
   }
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <long Axis, index_mode Mode = index_mode::fill, Tensor X, Tensor I>
+auto take(const X& x, const I& indices) {
+  return eagerly([](auto x, auto indices) { return take<Axis, Mode>(x, indices); }, x, indices);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -29,6 +29,12 @@ template <Traced X>
 constexpr auto tanh(X x) {
   return prim::unary<prim::tanh_p, prim::tanh_rule>(x);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <Tensor X>
+auto tanh(const X& x) {
+  return eagerly([](auto x) { return tanh(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -98,6 +98,12 @@ constexpr auto transpose(X x) {
   (a.push(static_cast<std::int64_t>(Perm)), ...);
   return ir::emit<T, S>(x.graph, prim::transpose_p, {x.id}, a);
 }
+
+// Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
+template <std::size_t... Perm, Tensor X>
+auto transpose(const X& x) {
+  return eagerly([](auto x) { return transpose<Perm...>(x); }, x);
+}
 }  // namespace tessel
 
 #include "tessel/prim/all.hpp"  // every primitive: see prim/build.hpp

@@ -304,18 +304,23 @@ constexpr auto binary(A a, B b) {
   ir::graph_builder* g;
   if constexpr (Traced<A>) g = a.graph;
   else g = b.graph;
-  auto ta = as_tracer<T>(g, a);
-  auto tb = as_tracer<T>(g, b);
-  using TA = decltype(ta);
-  using TB = decltype(tb);
   using R = result_t<Rule, T>;
-  if constexpr (require_same_dtype<Rule::name, TA, TB>() && check_domain<Rule, TA>() && broadcasts<Rule::name, TA, TB>()) {
-    using S = broadcast_shapes_t<TA, TB, Rule::name>;
-    auto ba = broadcast_to<S>(ta);
-    auto bb = broadcast_to<S>(tb);
-    return ir::emit<R, S>(g, P, {ba.id, bb.id}, {}, ir::code_of<T>());
-  } else {
+  if constexpr (Tensor<A> || Tensor<B>) {
+    reject_concrete<Rule::name, std::conditional_t<Tensor<A>, A, B>>();
     return tracer<R, typename first::shape_type>{g, -1};
+  } else {
+    auto ta = as_tracer<T>(g, a);
+    auto tb = as_tracer<T>(g, b);
+    using TA = decltype(ta);
+    using TB = decltype(tb);
+    if constexpr (require_same_dtype<Rule::name, TA, TB>() && check_domain<Rule, TA>() && broadcasts<Rule::name, TA, TB>()) {
+      using S = broadcast_shapes_t<TA, TB, Rule::name>;
+      auto ba = broadcast_to<S>(ta);
+      auto bb = broadcast_to<S>(tb);
+      return ir::emit<R, S>(g, P, {ba.id, bb.id}, {}, ir::code_of<T>());
+    } else {
+      return tracer<R, typename first::shape_type>{g, -1};
+    }
   }
 }
 
