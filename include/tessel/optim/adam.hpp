@@ -47,27 +47,51 @@ using adam_state = std::tuple<count_t<P>, P, P>;
 
 namespace detail {
 
-// optax.scale_by_adam's update on traced trees: (mu_hat / (sqrt(nu_hat + eps_root) + eps), next state).
-template <adam_options O, class G>
-constexpr auto scale_by_adam(const G& grads, const adam_state<G>& state) {
-  const auto& [count, mu, nu] = state;
-  const auto first = [](auto g, auto m) { return (1.0 - O.b1) * g + static_cast<double>(O.b1) * m; };
-  const auto second = [](auto g, auto v) { return (1.0 - O.b2) * (g * g) + static_cast<double>(O.b2) * v; };
+// A hyper-parameter where it meets a leaf x: a number stays a number (a literal rounded to x's dtype, as
+// optax's python floats are), a run-time value (an f32[] tracer, optim/injected.hpp) is converted to x's dtype.
+template <class X, class H>
+constexpr auto hyper_like(const H& h) {
+  if constexpr (Traced<H>) return as_dtype_of<X>(h);
+  else return static_cast<double>(h);
+}
+
+// The numbers adam<..., O> folds into its program, in the form scale_by_adam takes them: 1 - b in double,
+// rounded to f32 where it meets a leaf, as python computes it.
+struct adam_constants {
+  double b1, one_minus_b1, b2, one_minus_b2, eps, eps_root;
+};
+constexpr adam_constants constants_of(const adam_options& o) {
+  return {o.b1, 1.0 - o.b1, o.b2, 1.0 - o.b2, o.eps, o.eps_root};
+}
+
+// optax.scale_by_adam's update on traced trees: (mu_hat / (sqrt(nu_hat + eps_root) + eps), next count, mu,
+// nu). H holds b1, 1 - b1, b2, 1 - b2, eps and eps_root: numbers (adam_constants) or f32[] tracers
+// (run-time hyper-parameters), run through the same operations.
+template <class G, class C, class H>
+constexpr auto scale_by_adam(const G& grads, const C& count, const G& mu, const G& nu, const H& h) {
+  const auto first = [&](auto g, auto m) {
+    using X = decltype(g);
+    return hyper_like<X>(h.one_minus_b1) * g + hyper_like<X>(h.b1) * m;
+  };
+  const auto second = [&](auto g, auto v) {
+    using X = decltype(g);
+    return hyper_like<X>(h.one_minus_b2) * (g * g) + hyper_like<X>(h.b2) * v;
+  };
   const G next_mu = tree::map(first, grads, mu);
   const G next_nu = tree::map(second, grads, nu);
   const auto next_count = safe_increment(count);
   const auto t = tessel::convert_element_type<float>(next_count);
-  const auto correction1 = 1.0 - tessel::pow(static_cast<double>(O.b1), t);
-  const auto correction2 = 1.0 - tessel::pow(static_cast<double>(O.b2), t);
+  const auto correction1 = 1.0 - tessel::pow(h.b1, t);
+  const auto correction2 = 1.0 - tessel::pow(h.b2, t);
   const G updates = tree::map(
       [&](auto m, auto v) {
-        const auto m_hat = m / as_dtype_of<decltype(m)>(correction1);
-        const auto v_hat = v / as_dtype_of<decltype(v)>(correction2);
-        const double eps = O.eps, eps_root = O.eps_root;
-        return m_hat / (tessel::sqrt(v_hat + eps_root) + eps);
+        using X = decltype(m);
+        const auto m_hat = m / as_dtype_of<X>(correction1);
+        const auto v_hat = v / as_dtype_of<X>(correction2);
+        return m_hat / (tessel::sqrt(v_hat + hyper_like<X>(h.eps_root)) + hyper_like<X>(h.eps));
       },
       next_mu, next_nu);
-  return std::make_tuple(updates, adam_state<G>{next_count, next_mu, next_nu});
+  return std::make_tuple(updates, next_count, next_mu, next_nu);
 }
 
 template <class S, class G>
@@ -98,8 +122,9 @@ struct adam {
     if constexpr (!detail::all_traced<G, S, P...>) {
       return jit(detail::update_fn<adam>{})(grads, state, params...);
     } else if constexpr (detail::check_adam_state<S, G>()) {
-      auto [updates, next] = detail::scale_by_adam<Options>(grads, state);
-      return std::make_tuple(detail::scale_by_learning_rate<LearningRate>(updates, std::get<0>(state)), next);
+      const auto& [count, mu, nu] = state;
+      auto [updates, next_count, next_mu, next_nu] = detail::scale_by_adam(grads, count, mu, nu, detail::constants_of(Options));
+      return std::make_tuple(detail::scale_by_learning_rate<LearningRate>(updates, count), S{next_count, next_mu, next_nu});
     }
   }
 };

@@ -49,11 +49,13 @@ struct adamw {
     } else if constexpr (detail::check_adam_state<S, G>()) {
       constexpr adam_options moments{
           .b1 = Options.b1, .b2 = Options.b2, .eps = Options.eps, .eps_root = Options.eps_root};
-      auto [direction, next] = detail::scale_by_adam<moments>(grads, state);
+      const auto& [count, mu, nu] = state;
+      auto [direction, next_count, next_mu, next_nu] =
+          detail::scale_by_adam(grads, count, mu, nu, detail::constants_of(moments));
       const auto decay = [](auto u, auto p) { return u + static_cast<double>(Options.weight_decay) * p; };
       // optax skips a zero constant decay
       const G decayed = Options.weight_decay == 0.0 ? direction : tree::map(decay, direction, params);
-      return std::make_tuple(detail::scale_by_learning_rate<LearningRate>(decayed, std::get<0>(state)), next);
+      return std::make_tuple(detail::scale_by_learning_rate<LearningRate>(decayed, count), S{next_count, next_mu, next_nu});
     }
   }
 };

@@ -3,8 +3,9 @@
 // count, zeros like a tree, safe_increment and apply_updates. (The learning rate, a number or a
 // schedule, is in optim/schedule.hpp.)
 //
-// An optimizer is an empty type whose hyper-parameters are template arguments (so that jit, which
-// compiles stateless functions, can call it), e.g. adam<1e-3, adam_options{.b2 = 0.99}>:
+// An optimizer is an empty type (so that jit, which compiles stateless functions, can call it). Its
+// hyper-parameters are template arguments, folded into the program, e.g. adam<1e-3, adam_options{.b2 =
+// 0.99}>, or run-time values kept in its state (optim/injected.hpp: injected::adam and the others):
 //
 //   state            = opt.init(params)                  // a tree: std::tuple of (count, ...)
 //   [updates, state] = opt.update(grads, state, params)  // params only where the optimizer needs them

@@ -6,5 +6,6 @@
 #include "tessel/optim/base.hpp"
 #include "tessel/optim/chain.hpp"
 #include "tessel/optim/clip.hpp"
+#include "tessel/optim/injected.hpp"
 #include "tessel/optim/schedule.hpp"
 #include "tessel/optim/sgd.hpp"

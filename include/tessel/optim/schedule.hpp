@@ -197,7 +197,7 @@ struct warmup_cosine_decay_schedule {
   }
   float operator()(const tensor<std::int32_t, shape<>>& count) const { return (*this)(count[0]); }
 
- private:
+  // The numbers of the formula (detail::warmup_cosine_value), from the fields above.
   constexpr double alpha() const { return peak_value == 0.0 ? 0.0 : end_value / peak_value; }
   // Without warmup optax's linear part is the constant init_value (never selected for counts >= 0);
   // (init - init) * frac + init over one step is that constant.
