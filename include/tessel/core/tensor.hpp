@@ -36,10 +36,10 @@ struct uninitialized_t {
 inline constexpr uninitialized_t uninitialized{};
 
 namespace detail {
-// A tensor's storage, 64-byte aligned. Blocks of 1 MiB and more come from a cache kept by the tessel
+// A tensor's storage, 64-byte aligned. Blocks of 16 KiB and more come from a cache kept by the tessel
 // library (kernels/implementation.hpp): a freed block waits for the next request of its size, so a
-// function called again with new results of the same shapes (jit, shard_map) maps no new pages. Throws
-// std::bad_alloc.
+// function called again with new results of the same shapes (jit, shard_map, eager ops) maps no new
+// pages. Throws std::bad_alloc.
 void* allocate_block(std::size_t bytes);
 void free_block(void* p) noexcept;
 

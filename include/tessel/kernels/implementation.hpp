@@ -443,10 +443,17 @@ namespace tessel::detail {
 namespace {
 // Every block starts with a header (64 bytes, so the data stays 64-byte aligned) holding its size.
 constexpr std::size_t block_header = 64;
+// Blocks from 16 KiB are cached, rounded to whole pages: below, operator new serves them from its bins;
+// above, glibc gives freed memory at the top of its heap back to the system once more than 128 KiB is
+// free there, so a chain of eager ops with temporaries of 64 KiB faulted its pages in again on every call
+// (230 us instead of 7 for exp(a * b + a) on f32[16384], bench/eager.cpp).
+constexpr std::size_t cached_block = std::size_t{16} << 10;
+constexpr std::size_t page = std::size_t{4} << 10;
+// From 1 MiB, rounded to 2 MiB and with transparent huge pages asked for.
 constexpr std::size_t large_block = std::size_t{1} << 20;
 constexpr std::size_t huge_page = std::size_t{2} << 20;
-// Freed large blocks kept for reuse, at most this many bytes in all. Under AddressSanitizer nothing is
-// kept, so that a use after free is still caught.
+// Freed blocks kept for reuse, at most this many bytes in all. Under AddressSanitizer nothing is kept, so
+// that a use after free is still caught.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr std::size_t cache_limit = 0;
 #else
@@ -466,12 +473,14 @@ struct block_cache {
 }  // namespace
 
 void* allocate_block(std::size_t bytes) {
-  if (bytes + block_header < large_block) {
+  if (bytes + block_header < cached_block) {
     auto* raw = static_cast<unsigned char*>(::operator new(bytes + block_header, std::align_val_t{tensor_alignment}));
     *reinterpret_cast<std::size_t*>(raw) = 0;  // small: from operator new
     return raw + block_header;
   }
-  const std::size_t total = (bytes + block_header + huge_page - 1) / huge_page * huge_page;
+  const bool large = bytes + block_header >= large_block;
+  const std::size_t unit = large ? huge_page : page;
+  const std::size_t total = (bytes + block_header + unit - 1) / unit * unit;
   void* raw = nullptr;
   {
     block_cache& c = block_cache::get();
@@ -483,10 +492,10 @@ void* allocate_block(std::size_t bytes) {
     }
   }
   if (raw == nullptr) {
-    raw = std::aligned_alloc(huge_page, total);
+    raw = std::aligned_alloc(unit, total);
     if (raw == nullptr) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(raw, total, MADV_HUGEPAGE);  // fewer page faults and TLB misses; advice only
+    if (large) madvise(raw, total, MADV_HUGEPAGE);  // fewer page faults and TLB misses; advice only
 #endif
   }
   *static_cast<std::size_t*>(raw) = total;
