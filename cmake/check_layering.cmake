@@ -1,7 +1,8 @@
 # Checks that every #include between tessel's folders points down the layering of ARCHITECTURE §8:
 # a header may include headers of its own layer's folder and of the layers listed before it, never of a
-# later one. This also rules out include cycles between folders. A folder's top-level header
-# (ops.hpp for ops/) belongs to the folder's layer.
+# later one. This also rules out include cycles between folders. A folder's top-level header (ops.hpp for
+# ops/, lax.hpp for prim/) is a node of its own, just above its folder: it may include the folder, never the
+# reverse, so no loop runs from a folder through the header that gathers it.
 #   cmake -DSOURCE_DIR=<tessel source> -P check_layering.cmake
 # Prints each include that points the wrong way (file, line, the layers) and fails if there is one.
 
@@ -42,6 +43,11 @@ function(layer_of path out)  # path relative to include/tessel
   endif()
   set(${out} ${index} PARENT_SCOPE)
   set(${out}_name ${top} PARENT_SCOPE)
+  if(path MATCHES "/")
+    set(${out}_top_level FALSE PARENT_SCOPE)
+  else()
+    set(${out}_top_level TRUE PARENT_SCOPE)
+  endif()
 endfunction()
 
 file(GLOB_RECURSE headers RELATIVE ${root} ${root}/*.hpp)
@@ -57,6 +63,10 @@ foreach(header IN LISTS headers)
     math(EXPR checked "${checked} + 1")
     if(to GREATER from)
       message("include/tessel/${header}: includes tessel/${target}: layer '${to_name}' is above '${from_name}'")
+      math(EXPR violations "${violations} + 1")
+    elseif(to EQUAL from AND to_top_level AND NOT from_top_level)
+      message("include/tessel/${header}: includes tessel/${target}, the top-level header that gathers its own "
+        "folder (a loop from ${from_name}/ through ${target}); include the folder's header it needs instead")
       math(EXPR violations "${violations} + 1")
     endif()
   endforeach()
