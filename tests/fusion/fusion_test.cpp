@@ -152,6 +152,23 @@ TEST(Fusion, MultiUseValuesAreMaterialisedOnce) {
   EXPECT_FLOAT_EQ(d(4, 2), 2 * std::exp(x(2, 4)));
 }
 
+// A broadcast of an iota that no kernel stores computes the iota where it reads it (it read a buffer that
+// did not exist before: vmap leaves an iota unbatched under a batched broadcast, as in a vmapped
+// random::uniform<shape<N>>).
+TEST(Fusion, BroadcastOfAnIotaReadsItsValues) {
+  const auto f = [](auto x) { return x + tessel::broadcast_to<shape<3, 5>>(tessel::broadcasted_iota<float, shape<5>, 0>(x)); };
+  const auto y = jit(f)(tensor<float, shape<3, 5>>{});
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t c = 0; c < 5; ++c) EXPECT_EQ(y(r, c), static_cast<float>(c)) << r << "," << c;
+  const auto g = [](auto x) { return x + tessel::broadcast_to<shape<4, 2, 3>>(tessel::broadcasted_iota<std::uint32_t, shape<2, 3>, 1>(x)); };
+  const auto z = jit(g)(tensor<std::uint32_t, shape<4, 2, 3>>{});
+  for (std::size_t i = 0; i < z.size; ++i) EXPECT_EQ(z[i], i % 3) << i;
+  // Along the leading axis (not the result's trailing dims): the whole iota, then gathered.
+  const auto h = [](auto x) { return x + tessel::broadcast_in_dim<shape<5, 3>, 0>(tessel::broadcasted_iota<std::int32_t, shape<5>, 0>(x)); };
+  const auto w = jit(h)(tensor<std::int32_t, shape<5, 3>>{});
+  for (std::size_t i = 0; i < w.size; ++i) EXPECT_EQ(w[i], static_cast<std::int32_t>(i / 3)) << i;
+}
+
 TEST(Fusion, ArenaReusesDeadBuffers) {
   // Four layout kernels in a chain: each intermediate dies when the next is made, so two slots suffice.
   const auto f = [](auto x) {

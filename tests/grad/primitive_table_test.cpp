@@ -34,6 +34,7 @@ constexpr exempt exempt_primitives[] = {
     {&tessel::prim::stop_gradient_p, "no derivative by definition (tests/grad/binary_grad_test.cpp)"},
     {&tessel::prim::iota_p, "a constant (no operands)"},
     {&tessel::prim::random_uniform_p, "random bits of an integer key and counter: no derivative"},
+    {&tessel::prim::random_fold_in_p, "random bits of an integer key and data: no derivative"},
     {&tessel::prim::literal_p, "a constant (no operands)"},
     {&tessel::prim::parameter_p, "an argument (no operands)"},
     // Control flow is differentiated as a whole construct (reverse mode: control_vjp.hpp, checked against

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "tessel/nn/layers.hpp"
 #include "tessel/random.hpp"
 #include "tessel/jit.hpp"
+#include "tessel/transform/scan.hpp"
 
 namespace {
 using tessel::jit;
@@ -27,6 +29,56 @@ TEST(TracedRandom, UniformMatchesTheHostBitForBit) {
   EXPECT_FLOAT_EQ(three[0], 0.947667f);
   EXPECT_FLOAT_EQ(three[1], 0.9785799f);
   EXPECT_FLOAT_EQ(three[2], 0.33229148f);
+}
+
+// fold_in of a traced scalar gives random::fold_in's words (JAX's), for u32 data and s32 data taken
+// modulo 2^32; over data 0..n-1 the keys are split<n>'s (SHARDING.md T19, JAX's partitionable threefry).
+TEST(TracedRandom, FoldInMatchesTheHost) {
+  const random::key base = random::key_from_seed(72);
+  const auto words = jit([](auto key, auto data) { return random::fold_in(key, data); });
+  for (std::uint32_t data : {0u, 1u, 7u, 0x80000000u, 0xFFFFFFFFu}) {
+    tensor<tessel::uint32, shape<>> d;
+    d[0] = data;
+    const auto got = words(random::key_data(base), d);
+    const random::key want = random::fold_in(base, data);
+    EXPECT_EQ(got.k0[0], want.words[0]) << data;
+    EXPECT_EQ(got.k1[0], want.words[1]) << data;
+  }
+  tensor<std::int32_t, shape<>> minus_one;
+  minus_one[0] = -1;
+  const auto wrapped = words(random::key_data(base), minus_one);
+  EXPECT_EQ(wrapped.k0[0], random::fold_in(base, 0xFFFFFFFFu).words[0]);
+  EXPECT_EQ(wrapped.k1[0], random::fold_in(base, 0xFFFFFFFFu).words[1]);
+  const auto split = random::split<3>(base);
+  for (std::int32_t i = 0; i < 3; ++i) {
+    tensor<std::int32_t, shape<>> d;
+    d[0] = i;
+    const auto got = words(random::key_data(base), d);
+    EXPECT_EQ(got.k0[0], split[static_cast<std::size_t>(i)].words[0]) << i;
+    EXPECT_EQ(got.k1[0], split[static_cast<std::size_t>(i)].words[1]) << i;
+  }
+}
+
+// A fresh key per step inside a scan (fold_in of the step count): each step's draw is the host's draw from
+// fold_in(base, step).
+TEST(TracedRandom, FoldInOfAScanStep) {
+  const auto draws = jit([](auto key) {
+    auto step = [](auto carry, auto) {
+      auto& [k, t] = carry;
+      auto u = random::uniform<shape<4>>(random::fold_in(k, t));
+      return std::make_tuple(std::make_tuple(k, t + 1), u);
+    };
+    auto t0 = tessel::convert_element_type<std::int32_t>(key.k0) * 0;
+    // six steps; the xs are only a length
+    auto [last, us] = tessel::scan(step, std::make_tuple(key, t0), tessel::broadcast_to<shape<6>>(key.k0));
+    return us;
+  });
+  const random::key base = random::key_from_seed(5);
+  const auto us = draws(random::key_data(base));
+  for (std::uint32_t t = 0; t < 6; ++t) {
+    const auto want = random::uniform<shape<4>>(random::fold_in(base, t));
+    for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(us(t, i), want[i]) << "step " << t << " element " << i;
+  }
 }
 
 TEST(TracedRandom, BernoulliMatchesTheHost) {

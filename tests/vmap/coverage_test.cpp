@@ -31,6 +31,20 @@ TEST(VmapRandom, UniformMapsABatchOfKeys) {
       tessel::testing::domain{0, 4e9});
 }
 
+TEST(VmapRandom, FoldInMapsABatchOfData) {
+  using U = tensor<tessel::uint32, shape<>>;
+  using I = tensor<std::int32_t, shape<>>;
+  check_batching<U, U, I>(
+      [](auto k0, auto k1, auto data) {
+        tessel::random::key_words<tessel::tracer> key{};
+        key.k0 = k0;
+        key.k1 = k1;
+        const auto folded = tessel::random::fold_in(key, data);
+        return tessel::random::uniform<shape<5>>(folded);
+      },
+      tessel::testing::domain{0, 2e9});
+}
+
 // The checker can fail: an identity whose batching rule reports the wrong batch axis is caught.
 constexpr int wrong_axis(tessel::ir::graph_builder& g, const tessel::ir::node& n, const std::array<int, tessel::ir::max_operands>& ops,
                          const std::array<int, tessel::ir::max_operands>& axes, int& out_axis) {

@@ -48,6 +48,7 @@
 #include "tessel/prim/psum.hpp"
 #include "tessel/prim/psum_scatter.hpp"
 #include "tessel/prim/pvary.hpp"
+#include "tessel/prim/random_fold_in.hpp"
 #include "tessel/prim/random_uniform.hpp"
 #include "tessel/prim/reduce_max.hpp"
 #include "tessel/prim/reduce_min.hpp"
@@ -72,7 +73,7 @@
 
 namespace tessel {
 // Every primitive descriptor, for the checkers that must cover them all (tests/vmap/coverage_test.cpp).
-inline constexpr std::array<const ir::primitive*, 72> all_primitives{
+inline constexpr std::array<const ir::primitive*, 73> all_primitives{
     &prim::abs_p,
     &prim::add_p,
     &prim::all_gather_p,
@@ -122,6 +123,7 @@ inline constexpr std::array<const ir::primitive*, 72> all_primitives{
     &prim::psum_p,
     &prim::psum_scatter_p,
     &prim::pvary_p,
+    &prim::random_fold_in_p,
     &prim::random_uniform_p,
     &prim::reduce_max_p,
     &prim::reduce_min_p,

@@ -1,9 +1,10 @@
 #pragma once
 // Random numbers inside a traced program: the key is an argument of the jitted function (its two words
 // as a tree of two u32[] tensors, key_words; key_data(k) makes one), and the samples are bit-exact with
-// the host functions of random/distributions.hpp and with JAX. Keys are values: fold in the step and
-// split on the host, pass the step's key in. The words are scalars so that spreading them over a sample's
-// shape fuses into the loop that uses the samples.
+// the host functions of random/distributions.hpp and with JAX. Keys are values: fold in the step on the
+// host and pass the step's key in, or fold a traced step or device index in inside the program (fold_in).
+// The words are scalars so that spreading them over a sample's shape fuses into the loop that uses the
+// samples.
 //
 //   auto step = [](auto params, auto x, auto key) {   // key: random::key_words<>
 //     auto keep = tessel::random::bernoulli<shape<128, 256>>(key, 0.9f);
@@ -21,11 +22,13 @@
 #include "tessel/prim/add.hpp"
 #include "tessel/prim/argmax.hpp"
 #include "tessel/prim/broadcast_in_dim.hpp"
+#include "tessel/prim/convert_element_type.hpp"
 #include "tessel/prim/iota.hpp"
 #include "tessel/prim/log.hpp"
 #include "tessel/prim/lt.hpp"
 #include "tessel/prim/max.hpp"
 #include "tessel/prim/neg.hpp"
+#include "tessel/prim/random_fold_in.hpp"
 #include "tessel/prim/random_uniform.hpp"
 #include "tessel/prim/reshape.hpp"
 #include "tessel/random/key.hpp"
@@ -47,6 +50,26 @@ inline key_words<> key_data(key k) {
 
 template <class K>
 concept TracedKey = std::is_same_v<std::remove_cvref_t<K>, key_words<tracer>>;
+
+// jax.random.fold_in(key, data) inside a traced program: a new key from a key and an s32[] or u32[] scalar
+// (a scan's step, a device's axis_index), the words random::fold_in gives on the host (and JAX: an s32 is
+// taken modulo 2^32, as jnp.uint32(data)). Over data 0..n-1 the keys are split<n>(key)'s (JAX's
+// partitionable threefry).
+template <TracedKey K, Traced D>
+constexpr key_words<tracer> fold_in(K key, D data) {
+  using T = typename D::value_type;
+  static_assert(std::is_same_v<typename D::shape_type, shape<>> && (std::is_same_v<T, uint32> || std::is_same_v<T, int32>),
+                "tessel::random::fold_in(key, data): data must be an s32[] or u32[] scalar; fix: fold in one "
+                "integer (reshape or index it), or vmap over the data");
+  const auto bits = convert_element_type<uint32>(data);
+  const auto word = [&](std::int64_t w) {
+    ir::attributes a;
+    a.push(w);
+    return ir::emit<uint32, shape<>>(key.k0.graph, prim::random_fold_in_p, {key.k0.id, key.k1.id, bits.id}, a,
+                                     ir::dtype_code::u32);
+  };
+  return {word(0), word(1)};
+}
 
 // jax.random.uniform(key, S) in [0, 1), f32.
 template <class S, TracedKey K>

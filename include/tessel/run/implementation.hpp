@@ -449,9 +449,39 @@ class executor {
       }
     } else if (const ir::node* lit = literal_behind(source)) {
       splat(*lit, b.dtype, n, out);
+    } else if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(source)] < 0) {
+      broadcast_generated(b, operand, first, n, out);
     } else {
       gather_broadcast(b, operand, storage(source), first, n, out);
     }
+  }
+
+  // A broadcast of an iota that no kernel stores (vmap leaves an iota unbatched under a batched broadcast,
+  // as in a vmapped random draw): its elements are computed where they are read. Where the iota is the
+  // result's trailing dims, only the tile's runs of it; otherwise the whole iota, stored, then gathered.
+  static void broadcast_generated(const ir::node& b, const ir::node& operand, std::size_t first, std::size_t n, void* out) {
+    const std::size_t osize = operand.shape.size(), r = operand.shape.rank;
+    bool suffix = operand.dtype != ir::dtype_code::bf16 && operand.dtype != ir::dtype_code::pred;
+    for (std::size_t i = 0; i < r; ++i) {
+      const auto axis = static_cast<std::size_t>(b.attr.ints[i]);
+      suffix = suffix && axis == b.shape.rank - r + i && operand.shape.d[i] == b.shape.d[axis];
+    }
+    auto* dst = static_cast<unsigned char*>(out);
+    if (suffix) {
+      for (std::size_t i = 0; i < n;) {
+        const std::size_t at = (first + i) % osize;
+        const std::size_t run = std::min(n - i, osize - at);
+        operand.prim->generate(operand, at, run, dst + i * tile_bytes(operand.dtype));
+        i += run;
+      }
+      return;
+    }
+    thread_local std::vector<unsigned char> tile, stored;
+    tile.resize(osize * tile_bytes(operand.dtype));
+    stored.resize(osize * ir::bytes_of(operand.dtype));
+    operand.prim->generate(operand, 0, osize, tile.data());
+    store_tile(operand.dtype, tile.data(), osize, stored.data());
+    gather_broadcast(b, operand, stored.data(), first, n, out);
   }
 
   void store_root(const plan::kernel& kr, std::size_t first, std::size_t n, const void** tile_of) const {
