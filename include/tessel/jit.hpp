@@ -246,7 +246,7 @@ decltype(auto) eager_argument(const A& a) {
 }  // namespace detail
 
 template <class F, class... A>
-auto eagerly(F f, const A&... args) {
+auto eagerly(F, const A&... args) {  // F is empty: jit calls F{}
   return jitted<F>::call(detail::eager_argument<typename decltype(detail::eager_scalar_dtype<A, A...>())::type>(args)...);
 }
 

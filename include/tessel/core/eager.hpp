@@ -26,7 +26,8 @@ concept Eager = (Tensor<X> || ...) && ((Tensor<X> || Scalar<X>) && ...);
 template <class F, class... A>
 auto eagerly(F f, const A&... args);
 
-// A concrete tensor given to Op inside a traced function (a global, say): one error naming it.
+// A concrete tensor given to Op inside a traced function (a global, say): the first error names it. More
+// follow for a global, whose read is not a constant expression.
 template <fixed_string Op, class X>
 consteval void reject_concrete() {
   raise<fit<[] {
