@@ -11,6 +11,7 @@
 // returns a float computed by exactly the same f32 operations. As in JAX, the count is int32 and the
 // arithmetic f32 (python-float hyper-parameters are rounded to f32 where they meet the count).
 
+#include <concepts>
 #include <cstdint>
 #include <numbers>
 #include <stdexcept>
@@ -33,6 +34,13 @@
 #include "tessel/jit.hpp"
 
 namespace tessel::optim {
+
+// A concrete step count: an integer or an s32[] tensor. The schedules take it through templates, so
+// that their jitted programs are traced only where a schedule is evaluated on one (tracing the three of
+// them cost every translation unit that included this header about a second).
+template <class C>
+concept ConcreteCount = std::integral<C> || std::same_as<C, tensor<std::int32_t, shape<>>>;
+
 namespace detail {
 
 // The formulas, on tracers only: hyper-parameters arrive as literals (traced count) or as jit
@@ -83,6 +91,13 @@ struct warmup_cosine_fn {
   }
 };
 
+// A concrete step count, int32 as in JAX (an integer converts to it, as a Python int does).
+template <class C>
+std::int32_t count_of(const C& count) {
+  if constexpr (std::integral<C>) return static_cast<std::int32_t>(count);
+  else return count[0];
+}
+
 // Reached only in constant evaluation, where calling it stops compilation at the invalid schedule.
 inline void invalid_schedule(const char* why) { throw std::invalid_argument(why); }
 
@@ -97,8 +112,10 @@ struct constant_schedule {
   constexpr tracer<float, shape<>> operator()(C count) const {
     return detail::f32(count.graph, value);
   }
-  float operator()(std::int32_t) const { return static_cast<float>(value); }
-  float operator()(const tensor<std::int32_t, shape<>>& count) const { return (*this)(count[0]); }
+  template <ConcreteCount C>
+  float operator()(const C&) const {
+    return static_cast<float>(value);
+  }
 };
 
 // optax.linear_schedule(init_value, end_value, transition_steps, transition_begin): init_value before
@@ -118,12 +135,12 @@ struct linear_schedule {
     return detail::linear_value(count, detail::f32(g, init_value - end_value), detail::f32(g, end_value),
                                 detail::s32(g, transition_steps), detail::s32(g, begin()));
   }
-  float operator()(std::int32_t count) const {
+  template <ConcreteCount C>
+  float operator()(const C& count) const {
     if (transition_steps <= 0) return static_cast<float>(init_value);
-    return jit(detail::linear_fn{})(count, static_cast<float>(init_value - end_value), static_cast<float>(end_value),
-                                    transition_steps, begin())[0];
+    return jit(detail::linear_fn{})(detail::count_of(count), static_cast<float>(init_value - end_value),
+                                    static_cast<float>(end_value), transition_steps, begin())[0];
   }
-  float operator()(const tensor<std::int32_t, shape<>>& count) const { return (*this)(count[0]); }
 
  private:
   constexpr std::int32_t begin() const { return transition_begin < 0 ? 0 : transition_begin; }
@@ -150,13 +167,13 @@ struct cosine_decay_schedule {
     return detail::cosine_decay_value(count, detail::f32(g, init_value), detail::f32(g, decay_steps),
                                       detail::f32(g, 1.0 - alpha), detail::f32(g, alpha), detail::f32(g, exponent));
   }
-  float operator()(std::int32_t count) const {
+  template <ConcreteCount C>
+  float operator()(const C& count) const {
     if (error() != nullptr) detail::invalid_schedule(error());
-    return jit(detail::cosine_decay_fn{})(count, static_cast<float>(init_value), static_cast<float>(decay_steps),
+    return jit(detail::cosine_decay_fn{})(detail::count_of(count), static_cast<float>(init_value), static_cast<float>(decay_steps),
                                           static_cast<float>(1.0 - alpha), static_cast<float>(alpha),
                                           static_cast<float>(exponent))[0];
   }
-  float operator()(const tensor<std::int32_t, shape<>>& count) const { return (*this)(count[0]); }
 };
 
 // optax.warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps, decay_steps, end_value, exponent):
@@ -187,15 +204,15 @@ struct warmup_cosine_decay_schedule {
                                        detail::f32(g, decay_steps - warmup_steps), detail::f32(g, 1.0 - alpha()),
                                        detail::f32(g, alpha()), detail::f32(g, exponent));
   }
-  float operator()(std::int32_t count) const {
+  template <ConcreteCount C>
+  float operator()(const C& count) const {
     if (error() != nullptr) detail::invalid_schedule(error());
-    return jit(detail::warmup_cosine_fn{})(count, warmup_steps, static_cast<float>(warmup_rise()),
+    return jit(detail::warmup_cosine_fn{})(detail::count_of(count), warmup_steps, static_cast<float>(warmup_rise()),
                                            static_cast<float>(warmup_end()), warmup_length(),
                                            static_cast<float>(decay_steps - warmup_steps),
                                            static_cast<float>(1.0 - alpha()), static_cast<float>(alpha()),
                                            static_cast<float>(exponent))[0];
   }
-  float operator()(const tensor<std::int32_t, shape<>>& count) const { return (*this)(count[0]); }
 
   // The numbers of the formula (detail::warmup_cosine_value), from the fields above.
   constexpr double alpha() const { return peak_value == 0.0 ? 0.0 : end_value / peak_value; }
