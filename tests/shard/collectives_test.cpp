@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "tessel/tessel.hpp"
 
@@ -98,6 +99,30 @@ TEST(ShardMap, AxisIndexOverTwoAxes) {  // T13
   const tensor<std::int32_t, shape<4, 2>> zero{};
   const auto y = f(zero);
   for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(y.data()[i], static_cast<std::int32_t>(i));
+}
+
+// The seeds' per-device keys: fold_in(key, axis_index) inside shard_map. Device d draws what the host
+// draws from fold_in(key, d), which over 0..n-1 are split<n>(key)'s keys (SHARDING.md T19), so the
+// devices' draws differ and a run on one device can reproduce any of them.
+TEST(ShardMap, PerDeviceKeysFoldInTheAxisIndex) {
+  auto f = shard_map<M4, specs<P<>, P<>>, P<"i">>([](auto k0, auto k1) {
+    const auto key = random::fold_in(random::key_words<tracer>{k0, k1}, axis_index<"i">(k0));
+    return random::uniform<shape<1, 3>>(key);
+  });
+  const random::key base = random::key_from_seed(72);
+  const random::key_words<> words = random::key_data(base);
+  const auto u = f(words.k0, words.k1);
+  static_assert(std::is_same_v<decltype(u), const tensor<float, shape<4, 3>>>);
+  const auto split = random::split<4>(base);
+  for (std::uint32_t d = 0; d < 4; ++d) {
+    const auto want = random::uniform<shape<3>>(random::fold_in(base, d));
+    const auto from_split = random::uniform<shape<3>>(split[d]);
+    for (std::size_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(u(d, j), want[j]) << "device " << d << " element " << j;
+      EXPECT_EQ(u(d, j), from_split[j]) << "device " << d << " element " << j;
+    }
+  }
+  EXPECT_NE(u(0, 0), u(1, 0));
 }
 
 TEST(ShardMap, BlockShapesOnAFourByTwoMesh) {  // SHARDING.md §1.3
