@@ -4,36 +4,13 @@ include(GoogleTest)
 
 set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard)
 
-# The flags of every test translation unit.
-function(tessel_test_flags target)
-  target_link_libraries(${target} PRIVATE tessel::tessel tessel_project_options tessel_test_support GTest::gtest_main)
-  # Tests build at -O1 in a Release build (vmap/transform_test.cpp: 12.7 s, against 14.9 at -O2 and 17.0
-  # at -O3, g++ 12), as in the sanitizer build: their time is compilation. The library (the executor and
-  # the kernels), the examples and the benchmarks keep -O3, and the examples' tests run that code.
-  target_compile_options(${target} PRIVATE $<$<CONFIG:Release>:-O1>)
-endfunction()
-
-# One precompiled header for the tests, GoogleTest and tessel.hpp, built once and reused by each test
-# target (their flags are the same). One file alone compiles 10-20 % faster with it, but whole test
-# folders built with -j2 did not (tests/vmap 86 vs 88 s, tests/checkpoint 60 vs 55 s, AMD EPYC): it is
-# on trial, and goes if a paired build of all tests shows no gain.
-function(tessel_test_precompiled_header)
-  set(source ${CMAKE_CURRENT_BINARY_DIR}/tessel_test_pch.cpp)
-  file(CONFIGURE OUTPUT ${source} CONTENT "// The precompiled header's own translation unit (cmake/TesselTesting.cmake).\n")
-  add_library(tessel_test_pch OBJECT ${source})
-  tessel_test_flags(tessel_test_pch)
-  target_precompile_headers(tessel_test_pch PRIVATE <gtest/gtest.h> <tessel/tessel.hpp>)
-endfunction()
-
-# tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY] [OWN_PREAMBLE])
+# tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY])
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.
 # HEAVY: its translation units are template-heavy (transform checkers over every primitive) while the code
 # they run at run time is the executor's, which the other tests already run under the sanitizers; it is
 # built and run in the Release build only, not again in the sanitizer build (TESSEL_SANITIZE).
-# OWN_PREAMBLE: its files define macros before their first include (Highway's target list), so they do
-# not take the precompiled header (tessel_test_precompiled_header), which comes before their first line.
 function(tessel_add_test name)
-  cmake_parse_arguments(arg "HEAVY;OWN_PREAMBLE" "LABEL" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "HEAVY" "LABEL" "SOURCES" ${ARGN})
   if(NOT arg_LABEL IN_LIST TESSEL_TEST_LABELS)
     message(FATAL_ERROR "tessel_add_test(${name}): LABEL '${arg_LABEL}' is not one of: ${TESSEL_TEST_LABELS}")
   endif()
@@ -41,10 +18,11 @@ function(tessel_add_test name)
     return()
   endif()
   add_executable(${name} ${arg_SOURCES})
-  tessel_test_flags(${name})
-  if(NOT arg_OWN_PREAMBLE)
-    target_precompile_headers(${name} REUSE_FROM tessel_test_pch)
-  endif()
+  target_link_libraries(${name} PRIVATE tessel::tessel tessel_project_options tessel_test_support GTest::gtest_main)
+  # Tests build at -O1 in a Release build (vmap/transform_test.cpp: 12.7 s, against 14.9 at -O2 and 17.0
+  # at -O3, g++ 12), as in the sanitizer build: their time is compilation. The library (the executor and
+  # the kernels), the examples and the benchmarks keep -O3, and the examples' tests run that code.
+  target_compile_options(${name} PRIVATE $<$<CONFIG:Release>:-O1>)
   gtest_discover_tests(${name} PROPERTIES LABELS ${arg_LABEL} DISCOVERY_TIMEOUT 60)
 endfunction()
 
