@@ -14,6 +14,7 @@ list(SORT files)
 
 set(includes "")
 set(descriptors "")
+set(instances "")
 set(count 0)
 foreach(file IN LISTS files)
   string(APPEND includes "#include \"tessel/prim/${file}\"\n")
@@ -26,6 +27,10 @@ foreach(file IN LISTS files)
     string(REGEX MATCH "[a-z_0-9]+_p" name "${line}")
     list(APPEND descriptors "&prim::${name}")
     math(EXPR count "${count} + 1")
+    # An elementwise rule's tile function, instantiated once (prim/family/elementwise.hpp).
+    if(line MATCHES "= (unary|binary)_primitive<([a-z_0-9]+)>")
+      string(APPEND instances "template void evaluate_${CMAKE_MATCH_1}<${CMAKE_MATCH_2}>(const ir::node&, const void* const*, void*, std::size_t);\n")
+    endif()
   endforeach()
 endforeach()
 list(JOIN descriptors ",\n    " listed)
@@ -43,6 +48,12 @@ namespace tessel {
 inline constexpr std::array<const ir::primitive*, ${count}> all_primitives{
     ${listed}};
 }  // namespace tessel
+
+#ifdef TESSEL_IMPLEMENTATION
+// The elementwise rules' tile functions, compiled here once (prim/family/elementwise.hpp says why).
+namespace tessel::prim {
+${instances}}  // namespace tessel::prim
+#endif
 ")
 
 set(lax ${SOURCE_DIR}/include/tessel/prim/all.hpp)

@@ -165,6 +165,20 @@ constexpr ir::dims conv_output_shape(const ir::dims& x, const ir::dims& w, const
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
+// The three primitives' kernels, called through their descriptors. Declared here and defined below only
+// where TESSEL_IMPLEMENTATION is (the tessel library): im2col and its GEMM calls are compiled once.
+// operands: x, w (conv_general); ct, w (input_grad, the forward input's shape); x, ct (filter_grad).
+void run_conv_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+void run_conv_general_blocked(const ir::node& n, const ir::node* const* operands, const void* const* in, const ir::block_sink& sink);
+void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+void run_conv_filter_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+// An implicit GEMM: one row per output pixel, one column per output channel, KH*KW*C deep.
+constexpr ir::gemm_extent conv_general_extent(const ir::node& n, const ir::node& x, const ir::node& w) {
+  const conv_geometry g = conv_geometry_of(x.shape, w.shape, n.shape, n.attr);
+  return {1, g.rows(), g.o, g.patch()};
+}
+
+#ifdef TESSEL_IMPLEMENTATION
 namespace conv_detail {
 
 // Rows of the scratch panel per work item: about 256 KiB of f32 patches (an L2 share).
@@ -420,7 +434,7 @@ void filter_grad(const conv_geometry& g, const T* x, const void* ct, ir::dtype_c
 }  // namespace conv_detail
 
 // operands: x, w.
-inline void run_conv_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_conv_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const conv_geometry g = conv_geometry_of(operands[0]->shape, operands[1]->shape, n.shape, n.attr);
   if (n.operand_dtype == ir::dtype_code::bf16)
     conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
@@ -428,20 +442,15 @@ inline void run_conv_general(const ir::node& n, const ir::node* const* operands,
     conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
 }
 // The same, handing blocks of the result to the executor's fused epilogue.
-inline void run_conv_general_blocked(const ir::node& n, const ir::node* const* operands, const void* const* in, const ir::block_sink& sink) {
+void run_conv_general_blocked(const ir::node& n, const ir::node* const* operands, const void* const* in, const ir::block_sink& sink) {
   const conv_geometry g = conv_geometry_of(operands[0]->shape, operands[1]->shape, n.shape, n.attr);
   if (n.operand_dtype == ir::dtype_code::bf16)
     conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, nullptr, &sink);
   else
     conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, nullptr, &sink);
 }
-// An implicit GEMM: one row per output pixel, one column per output channel, KH*KW*C deep.
-constexpr ir::gemm_extent conv_general_extent(const ir::node& n, const ir::node& x, const ir::node& w) {
-  const conv_geometry g = conv_geometry_of(x.shape, w.shape, n.shape, n.attr);
-  return {1, g.rows(), g.o, g.patch()};
-}
 // operands: ct (the forward result's shape), w; the result has the forward input's shape.
-inline void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const conv_geometry g = conv_geometry_of(n.shape, operands[1]->shape, operands[0]->shape, n.attr);
   if (n.operand_dtype == ir::dtype_code::bf16)
     conv_detail::input_grad(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
@@ -449,13 +458,14 @@ inline void run_conv_input_grad(const ir::node& n, const ir::node* const* operan
     conv_detail::input_grad(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
 }
 // operands: x, ct; the result has the filter's shape.
-inline void run_conv_filter_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_conv_filter_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const conv_geometry g = conv_geometry_of(operands[0]->shape, n.shape, operands[1]->shape, n.attr);
   if (n.operand_dtype == ir::dtype_code::bf16)
     conv_detail::filter_grad(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
   else
     conv_detail::filter_grad(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
 }
+#endif  // TESSEL_IMPLEMENTATION
 
 // ---- value-level constructors and rules --------------------------------------------------------------
 

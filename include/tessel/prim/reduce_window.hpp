@@ -86,6 +86,15 @@ constexpr ir::dims pool_output_shape(const ir::dims& x, const ir::attributes& a)
   return out;
 }
 
+// The pooling kernels, called through their descriptors. Declared here and defined below only where
+// TESSEL_IMPLEMENTATION is (the tessel library), so the window loops for each dtype are compiled once.
+void run_reduce_window_max(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+void run_select_and_gather_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+void run_select_and_scatter_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+void run_reduce_window_sum(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+void run_reduce_window_sum_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+
+#ifdef TESSEL_IMPLEMENTATION
 namespace pool_detail {
 
 // The input rows [a0, a1) and columns [b0, b1) of output pixel (i, j)'s window, as image positions.
@@ -262,38 +271,39 @@ void typed(ir::dtype_code dtype, F f) {
 }  // namespace pool_detail
 
 // operands: x.
-inline void run_reduce_window_max(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_reduce_window_max(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const pool_geometry g = pool_geometry_of(operands[0]->shape, n.shape, n.attr);
   pool_detail::typed(n.dtype,
                      [&]<class T>(const T*) { pool_detail::max_forward(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
 }
 // operands: t (x's shape), x; the result has the pooled shape.
-inline void run_select_and_gather_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_select_and_gather_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const pool_geometry g = pool_geometry_of(operands[1]->shape, n.shape, n.attr);
   pool_detail::typed(n.dtype, [&]<class T>(const T*) {
     pool_detail::gather(g, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out));
   });
 }
 // operands: ct (the pooled shape), x; the result has x's shape.
-inline void run_select_and_scatter_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_select_and_scatter_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const pool_geometry g = pool_geometry_of(operands[1]->shape, operands[0]->shape, n.attr);
   pool_detail::typed(n.dtype, [&]<class T>(const T*) {
     pool_detail::scatter(g, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out));
   });
 }
 // operands: x.
-inline void run_reduce_window_sum(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void run_reduce_window_sum(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   const pool_geometry g = pool_geometry_of(operands[0]->shape, n.shape, n.attr);
   pool_detail::typed(n.dtype,
                      [&]<class T>(const T*) { pool_detail::sum_forward(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
 }
 // operands: ct (the pooled shape); the result has the pooled input's shape.
-inline void run_reduce_window_sum_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in,
+void run_reduce_window_sum_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in,
                                             void* out) {
   const pool_geometry g = pool_geometry_of(n.shape, operands[0]->shape, n.attr);
   pool_detail::typed(
       n.dtype, [&]<class T>(const T*) { pool_detail::sum_transpose(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
 }
+#endif  // TESSEL_IMPLEMENTATION
 
 namespace build {
 

@@ -144,6 +144,17 @@ void map_binary(const T* a, const T* b, R* y, std::size_t n) {
 template <class T>
 using tile_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
 
+// Each rule's tile functions, which its descriptor points to. A translation unit sees only these
+// declarations: the definitions below are compiled once, in the translation unit that defines
+// TESSEL_IMPLEMENTATION (the tessel library, src/tessel.cpp), for every rule that prim/all.hpp lists.
+// Every other translation unit would otherwise instantiate five dtypes' xsimd loops for each of the 30
+// rules, used or not.
+template <class Rule>
+void evaluate_unary(const ir::node& node, const void* const* in, void* out, std::size_t n);
+template <class Rule>
+void evaluate_binary(const ir::node& node, const void* const* in, void* out, std::size_t n);
+
+#ifdef TESSEL_IMPLEMENTATION
 template <class Rule, class T>
 void evaluate_unary_as(const void* in, void* out, std::size_t n) {
   if constexpr (rule_accepts<Rule, T>()) {
@@ -181,6 +192,7 @@ void evaluate_binary(const ir::node& node, const void* const* in, void* out, std
     case ir::dtype_code::pred: evaluate_binary_as<Rule, bool>(in[0], in[1], out, n); break;
   }
 }
+#endif  // TESSEL_IMPLEMENTATION
 
 // ---- differentiation: a rule gives its local derivatives; the family derives VJP and JVP ----------
 
