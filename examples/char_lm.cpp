@@ -6,7 +6,7 @@
 //
 //   char_lm [--steps 2000] [--learning-rate 0.005] [--warmup 100] [--precision f32|bf16] [--seed 0]
 //           [--eval-every 500] [--sample-every 500] [--sample-length 160] [--temperature 0.8] [--prompt TEXT]
-//           [--data-dir DIR] [--checkpoint-dir DIR [--resume] [--save-every N] [--keep N]]
+//           [--data-dir DIR] [--checkpoint-dir DIR [--resume | --overwrite] [--save-every N] [--keep N]]
 //           [--trace FILE] [--curve PREFIX] [--export DIR] [--check-pipeline]
 //
 // This file: flags, data, the pipeline check, the export format and the parameters' digest. The train
@@ -79,6 +79,8 @@ void usage(std::FILE* to) {
                "                       every --save-every steps; --keep N of them (default 3)\n"
                "  --resume             continue from the newest intact checkpoint of DIR (the same flags): the result\n"
                "                       is bit-identical to an uninterrupted run\n"
+               "  --overwrite          a new run into a DIR holding checkpoints deletes them first (each named on\n"
+               "                       stderr); without it such a DIR is refused\n"
                "  --trace FILE         a Chrome trace of the run\n"
                "  --curve PREFIX       PREFIX.csv: step, train and validation bits per character at each evaluation\n"
                "  --export DIR         the initial weights and every step's batch, learning rate and loss, for\n"
@@ -110,8 +112,8 @@ int parse(int argc, char** argv, options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string name = argv[i], value;
     if (name == "--help") return 1;
-    if (name == "--resume") {
-      o.resume = true;
+    if (name == "--resume" || name == "--overwrite") {
+      (name == "--resume" ? o.resume : o.overwrite) = true;
       continue;
     }
     if (name == "--check-pipeline") {
@@ -161,8 +163,13 @@ int parse(int argc, char** argv, options& o) {
       return 2;
     }
   }
-  if (o.resume && o.checkpoint_dir.empty()) {
-    std::fprintf(stderr, "char_lm: --resume needs --checkpoint-dir\n");
+  for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.overwrite, "--overwrite"}})
+    if (given && o.checkpoint_dir.empty()) {
+      std::fprintf(stderr, "char_lm: %s needs --checkpoint-dir\n", flag);
+      return 2;
+    }
+  if (o.resume && o.overwrite) {
+    std::fprintf(stderr, "char_lm: --overwrite starts a new run and --resume continues one: give one of them\n");
     return 2;
   }
   if (o.warmup >= o.steps) o.warmup = o.steps / 10;
@@ -229,7 +236,7 @@ int main(int argc, char** argv) {
   using namespace char_lm;
   options o;
   if (const int r = parse(argc, argv, o); r != 0) {
-    usage(r == 1 ? stdout : stderr);
+    if (r == 1) usage(stdout);  // a refused flag's message comes alone
     return r == 1 ? 0 : 2;
   }
   try {

@@ -43,6 +43,18 @@ int train(const options& o, const corpus& data) {
   if (!o.checkpoint_dir.empty()) {
     std::filesystem::create_directories(o.checkpoint_dir);
     lock.emplace(o.checkpoint_dir);
+    if (o.overwrite) {  // under the lock, before the manager reads the directory
+      for (const tessel::io::checkpoint_file& f : tessel::io::list_checkpoints(o.checkpoint_dir)) {
+        std::error_code ec;
+        std::filesystem::remove(f.path, ec);
+        if (ec) {
+          std::fprintf(stderr, "char_lm: --overwrite: cannot delete %s: %s\n", f.path.c_str(), ec.message().c_str());
+          return 1;
+        }
+        std::fprintf(stderr, "char_lm: --overwrite: deleted %s (%s)\n", f.path.c_str(),
+                     f.intact() ? ("step " + std::to_string(f.step) + " of run '" + f.run() + "'").c_str() : f.problem.c_str());
+      }
+    }
     ckpt.emplace(o.checkpoint_dir, tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = run});
     if (o.resume) {
       auto last = ckpt->restore_latest();
@@ -61,7 +73,9 @@ int train(const options& o, const corpus& data) {
       first = last->step;
       std::printf("resumed from %s (step %" PRIu64 ")\n", last->path.c_str(), first);
     } else if (!ckpt->steps().empty()) {
-      std::fprintf(stderr, "char_lm: %s already holds checkpoints; resume with --resume or choose another directory\n",
+      std::fprintf(stderr,
+                   "char_lm: %s already holds checkpoints; fix: --resume to continue them, --overwrite to delete them "
+                   "and start a new run, or another --checkpoint-dir\n",
                    o.checkpoint_dir.c_str());
       return 2;
     }
