@@ -29,6 +29,7 @@
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 #include <tessel/jit.hpp>
+#include <tessel/prim/family/elementwise-inl.hpp>  // map_unary_f32: the bare kernel
 
 #include "race.hpp"
 

@@ -27,9 +27,15 @@ foreach(file IN LISTS files)
     string(REGEX MATCH "[a-z_0-9]+_p" name "${line}")
     list(APPEND descriptors "&prim::${name}")
     math(EXPR count "${count} + 1")
-    # An elementwise rule's tile function, instantiated once (prim/family/elementwise.hpp).
+    # An elementwise or reduction rule's tile functions, instantiated once (prim/family/elementwise.hpp,
+    # prim/family/reduce.hpp).
     if(line MATCHES "= (unary|binary)_primitive<([a-z_0-9]+)>")
       string(APPEND instances "template void evaluate_${CMAKE_MATCH_1}<${CMAKE_MATCH_2}>(const ir::node&, const void* const*, void*, std::size_t);\n")
+    elseif(line MATCHES "= reduce_primitive<([a-z_0-9]+)>")
+      set(rule ${CMAKE_MATCH_1})
+      string(APPEND instances "template void reduce_row<${rule}>(const ir::node&, const void*, std::size_t, void*);\n")
+      string(APPEND instances "template void combine<${rule}>(const ir::node&, const void*, std::size_t, void*);\n")
+      string(APPEND instances "template void init<${rule}>(const ir::node&, void*, std::size_t);\n")
     endif()
   endforeach()
 endforeach()
@@ -50,7 +56,8 @@ inline constexpr std::array<const ir::primitive*, ${count}> all_primitives{
 }  // namespace tessel
 
 #ifdef TESSEL_IMPLEMENTATION
-// The elementwise rules' tile functions, compiled here once (prim/family/elementwise.hpp says why).
+// The elementwise and reduction rules' tile functions, compiled here once (prim/family/elementwise.hpp
+// says why).
 namespace tessel::prim {
 ${instances}}  // namespace tessel::prim
 #endif

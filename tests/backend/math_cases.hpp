@@ -13,6 +13,7 @@
 
 #include "reference.hpp"
 #include "tessel/lax.hpp"
+#include "tessel/prim/family/elementwise-inl.hpp"  // map_unary_f32: the tile loops themselves
 
 namespace tessel::testing::math {
 

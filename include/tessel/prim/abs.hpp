@@ -14,9 +14,9 @@ struct abs_rule {
   static constexpr fixed_string name = "tessel::abs";
   static constexpr accepts domain = accepts::numeric;
   static float apply(float x) { return std::fabs(x); }
-  template <class A>
-  static xsimd::batch<float, A> apply(const xsimd::batch<float, A>& x) {
-    return xsimd::abs(x);
+  template <simd::Batch V>
+  static V apply(const V& x) {
+    return simd::abs(x);
   }
   static std::int32_t apply(std::int32_t x) {
     return x < 0 ? static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)) : x;

@@ -150,7 +150,8 @@ inline constexpr std::array<const ir::primitive*, 73> all_primitives{
 }  // namespace tessel
 
 #ifdef TESSEL_IMPLEMENTATION
-// The elementwise rules' tile functions, compiled here once (prim/family/elementwise.hpp says why).
+// The elementwise and reduction rules' tile functions, compiled here once (prim/family/elementwise.hpp
+// says why).
 namespace tessel::prim {
 template void evaluate_unary<abs_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_binary<add_rule>(const ir::node&, const void* const*, void*, std::size_t);
@@ -176,6 +177,15 @@ template void evaluate_binary<mul_rule>(const ir::node&, const void* const*, voi
 template void evaluate_binary<ne_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<neg_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_binary<pow_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void reduce_row<reduce_max_rule>(const ir::node&, const void*, std::size_t, void*);
+template void combine<reduce_max_rule>(const ir::node&, const void*, std::size_t, void*);
+template void init<reduce_max_rule>(const ir::node&, void*, std::size_t);
+template void reduce_row<reduce_min_rule>(const ir::node&, const void*, std::size_t, void*);
+template void combine<reduce_min_rule>(const ir::node&, const void*, std::size_t, void*);
+template void init<reduce_min_rule>(const ir::node&, void*, std::size_t);
+template void reduce_row<reduce_sum_rule>(const ir::node&, const void*, std::size_t, void*);
+template void combine<reduce_sum_rule>(const ir::node&, const void*, std::size_t, void*);
+template void init<reduce_sum_rule>(const ir::node&, void*, std::size_t);
 template void evaluate_unary<rsqrt_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<sign_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<sin_rule>(const ir::node&, const void* const*, void*, std::size_t);

@@ -12,7 +12,7 @@ namespace prim {
 struct erf_rule {
   static constexpr fixed_string name = "tessel::erf";
   static constexpr accepts domain = accepts::floating;
-  static auto apply(auto x) { return xsimd::erf(x); }
+  static auto apply(auto x) { return simd::erf(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];
     const int e = build::unary(g, exp_p, build::neg(g, build::mul(g, x, x)));

@@ -17,7 +17,7 @@ struct exp_rule {
   static constexpr accepts domain = accepts::floating;
   static constexpr kernels::math_fn math = kernels::math_fn::exp;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
-  static auto apply(auto x) { return xsimd::exp(x); }
+  static auto apply(auto x) { return simd::exp(x); }
   static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {
     return of_node(node);  // d exp(x) = exp(x): the forward value, reused
   }

@@ -18,7 +18,7 @@ struct expm1_rule {
   static constexpr kernels::math_fn math = kernels::math_fn::expm1;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) {  // xsimd's expm1(-0) is +0: zeros pass through
-    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, xsimd::expm1(x));
+    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, simd::expm1(x));
   }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::add(g, node, build::scalar_like(g, node, 1.0)));

@@ -10,7 +10,7 @@ namespace prim {
 struct floor_rule {
   static constexpr fixed_string name = "tessel::floor";
   static constexpr accepts domain = accepts::floating;
-  static auto apply(auto x) { return xsimd::floor(x); }
+  static auto apply(auto x) { return simd::floor(x); }
 };
 inline constexpr ir::primitive floor_p = unary_primitive<floor_rule>("floor", 1);
 }  // namespace prim

@@ -17,7 +17,7 @@ struct logistic_rule {
   static constexpr accepts domain = accepts::floating;
   static constexpr kernels::math_fn math = kernels::math_fn::logistic;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
-  static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / (simd::splat<decltype(x)>(1.0f) + xsimd::exp(-x)); }
+  static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / (simd::splat<decltype(x)>(1.0f) + simd::exp(-x)); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::mul(g, node, build::sub(g, build::scalar_like(g, node, 1.0), node)));
   }

@@ -16,7 +16,7 @@ struct sin_rule {
   static constexpr accepts domain = accepts::floating;
   static constexpr kernels::math_fn math = kernels::math_fn::sin;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
-  static auto apply(auto x) { return xsimd::sin(x); }
+  static auto apply(auto x) { return simd::sin(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::unary(g, cos_p, g[node].operands[0]));
   }

@@ -15,7 +15,7 @@ struct sqrt_rule {
   static constexpr accepts domain = accepts::floating;
   static constexpr kernels::math_fn math = kernels::math_fn::sqrt;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
-  static auto apply(auto x) { return xsimd::sqrt(x); }
+  static auto apply(auto x) { return simd::sqrt(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::div(g, build::scalar_like(g, node, 0.5), node));
   }

@@ -5,17 +5,17 @@
 // A rule struct has:
 //   static constexpr fixed_string name;           "tessel::exp" (used in error messages)
 //   static constexpr accepts domain;              which dtypes it takes
-//   static auto apply(auto x[, auto y]);          the math, on float, int and (optionally) xsimd batches
+//   static auto apply(auto x[, auto y]);          the math, on float, int and (optionally) xsimd batches;
+//                                                 math functions through prim/family/simd_math.hpp
 //   template <class T> using result = ...;        (optional) the output dtype; the input dtype by default
 // Floating tiles (f32 and bf16) are evaluated in float: scalar, with xsimd when apply takes a batch, or
-// with Highway when the rule names a kernel of kernels/hwy_math.hpp (map_unary_f32 below).
+// with Highway when the rule names a kernel of kernels/hwy_math.hpp (map_unary_f32,
+// prim/family/elementwise-inl.hpp).
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-
-#include <xsimd/xsimd.hpp>
 
 #include "tessel/kernels/hwy_math.hpp"
 #include "tessel/ir/tracer.hpp"
@@ -59,140 +59,19 @@ using result_t = typename result_of<Rule, T>::type;
 
 // ---- run time: tiles ---------------------------------------------------------------------------
 
-template <class Rule, class V>
-concept BatchRule1 = requires(V v) { Rule::apply(v); };
-template <class Rule, class V>
-concept BatchRule2 = requires(V v) { Rule::apply(v, v); };
-
-// Unary rules on f32 tiles have three paths (kernels/hwy_math.hpp): scalar (Rule::apply on one float),
-// xsimd (Rule::apply on batches, where it takes them) and hwy (kernels::hwy_math, for rules that name a
-// Highway kernel: `static constexpr kernels::math_fn math`). A rule states its default where both
-// SIMD paths have the same width with `static constexpr kernels::math_path preferred` (xsimd if it
-// does not); where xsimd is narrower than the CPU's Highway target, rules with a Highway kernel use it.
-// kernels::force_math_path or TESSEL_MATH_PATH overrides both for every rule. A path a rule lacks
-// falls back to xsimd, then scalar.
-template <class Rule>
-concept HwyRule = requires {
-  { Rule::math } -> std::convertible_to<kernels::math_fn>;
-};
-
-template <class Rule>
-constexpr kernels::math_path preferred_path() {
-  if constexpr (requires { { Rule::preferred } -> std::convertible_to<kernels::math_path>; }) return Rule::preferred;
-  else return kernels::math_path::xsimd;
-}
-
-// The scalar path of a unary rule on floats, as a plain function (hwy_math's fallback for tails and
-// out-of-range lanes).
-template <class Rule>
-float apply_scalar(float x) {
-  return static_cast<float>(Rule::apply(x));
-}
-
-// The path of a rule when none is forced.
-template <class Rule>
-kernels::math_path default_path() {
-  constexpr kernels::math_path preferred = preferred_path<Rule>();
-  if constexpr (HwyRule<Rule> && preferred == kernels::math_path::xsimd) {
-    if (kernels::hwy_math_lanes() > xsimd::batch<float>::size) return kernels::math_path::hwy;
-  }
-  return preferred;
-}
-
-// y[i] = Rule(x[i]) on f32 with path p (automatic: default_path); x and y may be the same array.
-template <class Rule>
-void map_unary_f32(kernels::math_path p, const float* x, float* y, std::size_t n) {
-  if (p == kernels::math_path::automatic) p = default_path<Rule>();
-  if constexpr (HwyRule<Rule>) {
-    if (p == kernels::math_path::hwy) {
-      kernels::hwy_math(Rule::math, x, y, n, &apply_scalar<Rule>);
-      return;
-    }
-  }
-  std::size_t i = 0;
-  if constexpr (BatchRule1<Rule, xsimd::batch<float>>) {
-    if (p != kernels::math_path::scalar) {
-      using batch = xsimd::batch<float>;
-      for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
-        Rule::apply(batch::load_unaligned(x + i)).store_unaligned(y + i);
-    }
-  }
-  for (; i < n; ++i) y[i] = apply_scalar<Rule>(x[i]);
-}
-
-template <class Rule, class T, class R>
-void map_unary(const T* x, R* y, std::size_t n) {
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float>) {
-    map_unary_f32<Rule>(kernels::forced_math_path(), x, y, n);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<R>(Rule::apply(x[i]));
-  }
-}
-
-template <class Rule, class T, class R>
-void map_binary(const T* a, const T* b, R* y, std::size_t n) {
-  std::size_t i = 0;
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule2<Rule, xsimd::batch<float>>) {
-    using batch = xsimd::batch<float>;
-    for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
-      Rule::apply(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(y + i);
-  }
-  for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(a[i], b[i]));
-}
-
 // The tile type of a dtype: f32 and bf16 are computed in float.
 template <class T>
 using tile_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
 
 // Each rule's tile functions, which its descriptor points to. A translation unit sees only these
-// declarations: the definitions below are compiled once, in the translation unit that defines
-// TESSEL_IMPLEMENTATION (the tessel library, src/tessel.cpp), for every rule that prim/all.hpp lists.
-// Every other translation unit would otherwise instantiate five dtypes' xsimd loops for each of the 30
-// rules, used or not.
+// declarations: the definitions (prim/family/elementwise-inl.hpp, with xsimd and the math they call) are
+// compiled once, in the translation unit that defines TESSEL_IMPLEMENTATION (the tessel library,
+// src/tessel.cpp), for every rule that prim/all.hpp lists. Every other translation unit would otherwise
+// instantiate five dtypes' xsimd loops for each of the 30 rules, used or not, and parse xsimd to do it.
 template <class Rule>
 void evaluate_unary(const ir::node& node, const void* const* in, void* out, std::size_t n);
 template <class Rule>
 void evaluate_binary(const ir::node& node, const void* const* in, void* out, std::size_t n);
-
-#ifdef TESSEL_IMPLEMENTATION
-template <class Rule, class T>
-void evaluate_unary_as(const void* in, void* out, std::size_t n) {
-  if constexpr (rule_accepts<Rule, T>()) {
-    using R = tile_t<result_t<Rule, T>>;
-    map_unary<Rule>(static_cast<const tile_t<T>*>(in), static_cast<R*>(out), n);
-  }
-}
-
-template <class Rule>
-void evaluate_unary(const ir::node& node, const void* const* in, void* out, std::size_t n) {
-  switch (node.operand_dtype) {
-    case ir::dtype_code::f32: evaluate_unary_as<Rule, float>(in[0], out, n); break;
-    case ir::dtype_code::bf16: evaluate_unary_as<Rule, bfloat16>(in[0], out, n); break;
-    case ir::dtype_code::s32: evaluate_unary_as<Rule, std::int32_t>(in[0], out, n); break;
-    case ir::dtype_code::u32: evaluate_unary_as<Rule, std::uint32_t>(in[0], out, n); break;
-    case ir::dtype_code::pred: evaluate_unary_as<Rule, bool>(in[0], out, n); break;
-  }
-}
-
-template <class Rule, class T>
-void evaluate_binary_as(const void* a, const void* b, void* out, std::size_t n) {
-  if constexpr (rule_accepts<Rule, T>()) {
-    using R = tile_t<result_t<Rule, T>>;
-    map_binary<Rule>(static_cast<const tile_t<T>*>(a), static_cast<const tile_t<T>*>(b), static_cast<R*>(out), n);
-  }
-}
-
-template <class Rule>
-void evaluate_binary(const ir::node& node, const void* const* in, void* out, std::size_t n) {
-  switch (node.operand_dtype) {
-    case ir::dtype_code::f32: evaluate_binary_as<Rule, float>(in[0], in[1], out, n); break;
-    case ir::dtype_code::bf16: evaluate_binary_as<Rule, bfloat16>(in[0], in[1], out, n); break;
-    case ir::dtype_code::s32: evaluate_binary_as<Rule, std::int32_t>(in[0], in[1], out, n); break;
-    case ir::dtype_code::u32: evaluate_binary_as<Rule, std::uint32_t>(in[0], in[1], out, n); break;
-    case ir::dtype_code::pred: evaluate_binary_as<Rule, bool>(in[0], in[1], out, n); break;
-  }
-}
-#endif  // TESSEL_IMPLEMENTATION
 
 // ---- differentiation: a rule gives its local derivatives; the family derives VJP and JVP ----------
 
@@ -337,3 +216,7 @@ constexpr auto binary(A a, B b) {
 }
 
 }  // namespace tessel::prim
+
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/prim/family/elementwise-inl.hpp"
+#endif

@@ -1,80 +1,27 @@
 #pragma once
 // The reduction family (reduce_sum, reduce_max, reduce_min): the result drops the reduced axes.
 // A rule struct has `name`, `domain`, `identity<T>()` and `combine(a, b)`. Floating inputs accumulate
-// in float (bf16 too, rounded once when stored), vectorised with xsimd, so sums are blocked 16 ways.
+// in float (bf16 too, rounded once when stored), vectorised with xsimd (prim/family/reduce-inl.hpp), so sums
+// are blocked 16 ways.
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
-#include <xsimd/xsimd.hpp>
-
 #include "tessel/prim/family/elementwise.hpp"
 
 namespace tessel::prim {
 
-template <class Rule, class T>
-void reduce_row_as(const void* in, std::size_t n, void* acc) {
-  using V = tile_t<T>;
-  const V* x = static_cast<const V*>(in);
-  V& out = *static_cast<V*>(acc);
-  std::size_t i = 0;
-  if constexpr (std::is_same_v<V, float>) {
-    using batch = xsimd::batch<float>;
-    if (n >= batch::size) {
-      batch partial(Rule::template identity<float>());
-      for (; i + batch::size <= n; i += batch::size) partial = Rule::combine(partial, batch::load_unaligned(x + i));
-      alignas(64) float lanes[batch::size];
-      partial.store_aligned(lanes);
-      for (float l : lanes) out = Rule::combine(out, l);
-    }
-  }
-  for (; i < n; ++i) out = Rule::combine(out, x[i]);
-}
-
-template <class Rule, class T>
-void combine_as(const void* in, std::size_t n, void* acc) {
-  using V = tile_t<T>;
-  const V* x = static_cast<const V*>(in);
-  V* a = static_cast<V*>(acc);
-  std::size_t i = 0;
-  if constexpr (std::is_same_v<V, float>) {
-    using batch = xsimd::batch<float>;
-    for (; i + batch::size <= n; i += batch::size)
-      Rule::combine(batch::load_unaligned(a + i), batch::load_unaligned(x + i)).store_unaligned(a + i);
-  }
-  for (; i < n; ++i) a[i] = Rule::combine(a[i], x[i]);
-}
-
-template <class Rule, class T>
-void init_as(void* acc, std::size_t n) {
-  using V = tile_t<T>;
-  std::fill_n(static_cast<V*>(acc), n, Rule::template identity<V>());
-}
-
-#define TESSEL_REDUCE_DISPATCH(fn, ...)                                                          \
-  switch (node.dtype) {                                                                         \
-    case ir::dtype_code::f32: fn<Rule, float>(__VA_ARGS__); break;                              \
-    case ir::dtype_code::bf16: fn<Rule, bfloat16>(__VA_ARGS__); break;                          \
-    case ir::dtype_code::s32: if constexpr (rule_accepts<Rule, std::int32_t>()) fn<Rule, std::int32_t>(__VA_ARGS__); break;   \
-    case ir::dtype_code::u32: if constexpr (rule_accepts<Rule, std::uint32_t>()) fn<Rule, std::uint32_t>(__VA_ARGS__); break; \
-    case ir::dtype_code::pred: if constexpr (rule_accepts<Rule, bool>()) fn<Rule, bool>(__VA_ARGS__); break;                  \
-  }
-
+// Each reduction's tile functions, which its descriptor points to: declared here, defined in
+// prim/family/reduce-inl.hpp (xsimd loops) and compiled once, where TESSEL_IMPLEMENTATION is (the tessel
+// library; prim/all.hpp instantiates them for each reduction), as the elementwise family's are.
 template <class Rule>
-void reduce_row(const ir::node& node, const void* in, std::size_t n, void* acc) {
-  TESSEL_REDUCE_DISPATCH(reduce_row_as, in, n, acc)
-}
+void reduce_row(const ir::node& node, const void* in, std::size_t n, void* acc);
 template <class Rule>
-void combine(const ir::node& node, const void* in, std::size_t n, void* acc) {
-  TESSEL_REDUCE_DISPATCH(combine_as, in, n, acc)
-}
+void combine(const ir::node& node, const void* in, std::size_t n, void* acc);
 template <class Rule>
-void init(const ir::node& node, void* acc, std::size_t n) {
-  TESSEL_REDUCE_DISPATCH(init_as, acc, n)
-}
-#undef TESSEL_REDUCE_DISPATCH
+void init(const ir::node& node, void* acc, std::size_t n);
 
 // Rules: sum spreads its cotangent back; max and min send it to the elements that won, split evenly
 // between ties (JAX's chooser rule: location indicators divided by their count).
@@ -178,3 +125,7 @@ constexpr auto reduce(X x) {
 }
 
 }  // namespace tessel::prim
+
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/prim/family/reduce-inl.hpp"
+#endif

@@ -1,22 +1,49 @@
 #pragma once
-// Small helpers so that one rule body serves float scalars and xsimd batches alike.
+// The math that elementwise rules call, so that one rule body serves float scalars and SIMD batches alike.
+// Floats get the C library's functions here (as xsimd's scalar overloads are). Batches get xsimd's, but
+// only where a batch is used: this header declares them, and simd_math-inl.hpp, which only the tile
+// functions' translation unit includes (prim/family/elementwise-inl.hpp), defines them. So the rules'
+// headers, and every translation unit that includes a primitive, never parse xsimd.
 
 #include <cmath>
 
-#include <xsimd/xsimd.hpp>
-
 namespace tessel::prim::simd {
 
-inline float select(bool c, float a, float b) { return c ? a : b; }
-template <class A>
-xsimd::batch<float, A> select(const xsimd::batch_bool<float, A>& c, const xsimd::batch<float, A>& a,
-                              const xsimd::batch<float, A>& b) {
-  return xsimd::select(c, a, b);
-}
+// A SIMD batch (xsimd::batch<float, Arch>): what the tile loops pass a rule besides plain values.
+template <class V>
+concept Batch = requires { V::size; };
 
-inline bool is_nan(float x) { return x != x; }
-template <class A>
-xsimd::batch_bool<float, A> is_nan(const xsimd::batch<float, A>& x) {
+inline float exp(float x) { return std::exp(x); }
+inline float expm1(float x) { return std::expm1(x); }
+inline float log(float x) { return std::log(x); }
+inline float log1p(float x) { return std::log1p(x); }
+inline float sqrt(float x) { return std::sqrt(x); }
+inline float cbrt(float x) { return std::cbrt(x); }
+inline float erf(float x) { return std::erf(x); }
+inline float sin(float x) { return std::sin(x); }
+inline float cos(float x) { return std::cos(x); }
+inline float tanh(float x) { return std::tanh(x); }
+inline float floor(float x) { return std::floor(x); }
+inline float abs(float x) { return std::fabs(x); }
+inline float select(bool c, float a, float b) { return c ? a : b; }
+
+template <Batch V> V exp(const V& x);
+template <Batch V> V expm1(const V& x);
+template <Batch V> V log(const V& x);
+template <Batch V> V log1p(const V& x);
+template <Batch V> V sqrt(const V& x);
+template <Batch V> V cbrt(const V& x);
+template <Batch V> V erf(const V& x);
+template <Batch V> V sin(const V& x);
+template <Batch V> V cos(const V& x);
+template <Batch V> V tanh(const V& x);
+template <Batch V> V floor(const V& x);
+template <Batch V> V abs(const V& x);
+template <class C, Batch V> V select(const C& c, const V& a, const V& b);
+
+// NaN is the one value unequal to itself (in every lane).
+template <class V>
+auto is_nan(const V& x) {
   return x != x;
 }
 
