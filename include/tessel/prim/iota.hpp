@@ -4,6 +4,8 @@
 //
 //   broadcasted_iota<std::int32_t, shape<4, 10>, 1>(x)   // x: any tracer of the program (names the graph)
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "tessel/ir/tracer.hpp"
@@ -19,7 +21,22 @@ void iota_as(const ir::node& n, std::size_t first, std::size_t count, void* out)
   for (std::size_t i = axis + 1; i < n.shape.rank; ++i) stride *= n.shape.d[i];
   const std::size_t size = n.shape.d[axis];
   V* y = static_cast<V*>(out);
-  for (std::size_t i = 0; i < count; ++i) y[i] = static_cast<V>(((first + i) / stride) % size);
+  // Element p holds (p / stride) % size: runs of `stride` equal values, counting up and wrapping at size.
+  // Two divisions per tile, not per element.
+  std::size_t value = (first / stride) % size;
+  if (stride == 1) {
+    for (std::size_t i = 0; i < count; ++i) {
+      y[i] = static_cast<V>(value);
+      if (++value == size) value = 0;
+    }
+    return;
+  }
+  for (std::size_t i = 0, within = first % stride; i < count; within = 0) {
+    const std::size_t run = std::min(count - i, stride - within);
+    std::fill_n(y + i, run, static_cast<V>(value));
+    i += run;
+    if (++value == size) value = 0;
+  }
 }
 
 inline void generate_iota(const ir::node& n, std::size_t first, std::size_t count, void* out) {

@@ -285,6 +285,34 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
   for (std::size_t i = 0; i < operand.shape.rank; ++i)
     if (operand.shape.d[i] != 1) stride_of_axis[static_cast<std::size_t>(b.attr.ints[i])] = operand_strides[i];
   const std::size_t rank = b.shape.rank;
+  // Runs: the result's trailing axes that the operand covers contiguously (a run is copied) or does not
+  // have at all (a run is one value, filled), as the attention bias [B,1,T,T] spread over heads. When a
+  // run is long, the tile is made of runs, each located from its flat position: a few divisions a run
+  // instead of an index walk per element.
+  const bool copies = stride_of_axis[rank - 1] == 1;
+  std::size_t run = 1, inner = rank;
+  for (std::size_t axis = rank; axis-- > 0; inner = axis) {
+    if (b.shape.d[axis] == 1) continue;
+    if (stride_of_axis[axis] != (copies ? run : 0)) break;
+    run *= b.shape.d[axis];
+  }
+  if (run >= 16) {
+    auto* dst = static_cast<unsigned char*>(tile);
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t at = first + i, within = at % run;
+      const std::size_t len = std::min(n - i, run - within);
+      std::size_t rest = at / run, source = 0;  // the operand element where this run starts
+      for (std::size_t axis = inner; axis-- > 0;) {
+        source += rest % b.shape.d[axis] * stride_of_axis[axis];
+        rest /= b.shape.d[axis];
+      }
+      if (!copies) fill(i, len, source);
+      else if (operand.dtype != ir::dtype_code::bf16) std::memcpy(dst + i * elem, src + (source + within) * elem, len * elem);
+      else for (std::size_t k = 0; k < len; ++k) put(i + k, source + within + k);
+      i += len;
+    }
+    return;
+  }
   std::array<std::size_t, ir::max_rank> index{};
   std::size_t rest = first, source = 0;
   for (std::size_t axis = rank; axis-- > 0;) {
@@ -439,14 +467,12 @@ class executor {
     const int source = b.operand(0);
     const ir::node& operand = nd(source);
     const int m = slot_of(kr, source);
-    if (m >= 0) {  // a row kernel's per-row scalar spread over the row
-      if (tile_bytes(b.dtype) == 1) {
-        std::memset(out, *static_cast<const unsigned char*>(tile_of[m]), n);
-      } else {
-        std::uint32_t v;
-        std::memcpy(&v, tile_of[m], 4);
-        std::fill_n(static_cast<std::uint32_t*>(out), n, v);
-      }
+    if (m >= 0) {
+      // A member of this loop, contraction or column kernel has the kernel's element count, as the
+      // broadcast does: the broadcast only adds axes of size 1 (a per-row value reshaped to [rows, 1]),
+      // so the elements are the same in the same order. (Row kernels spread per-row values in
+      // broadcast_rows.)
+      std::memcpy(out, tile_of[m], n * tile_bytes(b.dtype));
     } else if (const ir::node* lit = literal_behind(source)) {
       splat(*lit, b.dtype, n, out);
     } else if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(source)] < 0) {
@@ -734,19 +760,38 @@ class executor {
     unsigned char* acc = mem;
     unsigned char* tiles_mem = mem + tile_elements * 4;
     const void** tile_of = tile_pointers(t);
+    // Producers of the reduced operand: every member but the root.
+    plan::kernel producers = kr;
+    producers.member_count = kr.member_count - 1;
+    unsigned char* spare = tiles_mem + static_cast<std::size_t>(kr.member_count) * tile_elements * 4;
+    const ir::dtype_code operand_dtype = nd(root.operand(0)).dtype;
+    unsigned char* result = static_cast<unsigned char*>(storage(kr.root));
+    if (block_count == outputs && outputs * 2 <= tile_elements) {
+      // Few outputs (a sum to a scalar, as a global norm): a tile holds many whole rows, so the producers
+      // run on a full tile and not on `outputs` elements at a time. Several outputs add the tile's rows in
+      // order; a single output reduces each tile as one row (in SIMD partial sums, as a row kernel does).
+      const std::size_t rows_per_tile = tile_elements / outputs, bytes = tile_bytes(operand_dtype);
+      root.prim->init(root, acc, outputs);
+      for (std::size_t r0 = 0; r0 < rows; r0 += rows_per_tile) {
+        const std::size_t n = std::min(rows_per_tile, rows - r0) * outputs;
+        eval_members(producers, r0 * outputs, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
+        const auto* in = static_cast<const unsigned char*>(operand_tile(producers, root.operand(0), operand_dtype, r0 * outputs, n, spare, tile_of));
+        if (outputs == 1 && root.prim->reduce_row != nullptr) root.prim->reduce_row(root, in, n, acc);
+        else
+          for (std::size_t j = 0; j < n; j += outputs) root.prim->combine(root, in + j * bytes, outputs, acc);
+      }
+      store_tile(root.dtype, acc, outputs, result);
+      return;
+    }
     for (std::size_t j0 = block_first; j0 < block_first + block_count; j0 += tile_elements) {
       const std::size_t n = std::min(tile_elements, block_first + block_count - j0);
       root.prim->init(root, acc, n);
       for (std::size_t r = 0; r < rows; ++r) {
-        // Producers of the reduced operand (every member but the root) on row r.
-        plan::kernel producers = kr;
-        producers.member_count = kr.member_count - 1;
         eval_members(producers, r * outputs + j0, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
-        unsigned char* spare = tiles_mem + static_cast<std::size_t>(kr.member_count) * tile_elements * 4;
-        const void* in = operand_tile(producers, root.operand(0), nd(root.operand(0)).dtype, r * outputs + j0, n, spare, tile_of);
+        const void* in = operand_tile(producers, root.operand(0), operand_dtype, r * outputs + j0, n, spare, tile_of);
         root.prim->combine(root, in, n, acc);
       }
-      store_tile(root.dtype, acc, n, static_cast<unsigned char*>(storage(kr.root)) + j0 * ir::bytes_of(root.dtype));
+      store_tile(root.dtype, acc, n, result + j0 * ir::bytes_of(root.dtype));
     }
   }
 

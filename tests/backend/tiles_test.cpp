@@ -1,0 +1,92 @@
+// Loop and column kernels work a tile (1024 elements) at a time; these shapes are several tiles long and
+// their runs (an iota's equal values, a broadcast's copied or filled stretches, a reduction's rows)
+// straddle the tile boundaries. Each result is checked element by element against a plain loop.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "tessel/jit.hpp"
+#include "tessel/ops.hpp"
+
+namespace {
+using tessel::bfloat16;
+using tessel::jit;
+using tessel::shape;
+using tensor_f = tessel::tensor<float, shape<3, 5, 700>>;
+
+float value(std::size_t k) { return static_cast<float>(static_cast<int>(k * 7919 % 1009) - 504) / 64.0f; }
+
+template <class T>
+void fill(T& t) {
+  for (std::size_t k = 0; k < T::size; ++k) t[k] = value(k);
+}
+
+TEST(Tiles, IotaAlongEachAxis) {  // strides 3500, 700 and 1 against tiles of 1024
+  tensor_f x;
+  fill(x);
+  const auto [a0, a1, a2] = jit([](auto v) {
+    using S = shape<3, 5, 700>;
+    return std::make_tuple(tessel::broadcasted_iota<std::int32_t, S, 0>(v), tessel::broadcasted_iota<std::int32_t, S, 1>(v),
+                           tessel::convert_element_type<float>(tessel::broadcasted_iota<std::int32_t, S, 2>(v)) + v);
+  })(x);
+  for (std::size_t k = 0; k < tensor_f::size; ++k) {
+    ASSERT_EQ(a0[k], static_cast<std::int32_t>(k / 3500)) << k;
+    ASSERT_EQ(a1[k], static_cast<std::int32_t>(k / 700 % 5)) << k;
+    ASSERT_EQ(a2[k], static_cast<float>(k % 700) + x[k]) << k;
+  }
+}
+
+TEST(Tiles, BroadcastRunsCopiedFilledAndWidened) {
+  tessel::tensor<float, shape<3, 1, 40, 40>> bias;  // spread over 5 heads: runs of 1600
+  tessel::tensor<float, shape<3, 5, 40, 40>> scores;
+  tessel::tensor<bool, shape<3, 40>> mask;           // over queries: runs of 40 copied
+  tessel::tensor<float, shape<3, 40>> rows;          // over a new trailing axis: runs of 50 filled
+  tessel::tensor<bfloat16, shape<3, 1, 40, 40>> narrow;
+  fill(bias), fill(scores), fill(rows);
+  for (std::size_t k = 0; k < mask.size; ++k) mask[k] = k % 3 != 0;
+  for (std::size_t k = 0; k < narrow.size; ++k) narrow[k] = bfloat16(value(k + 11));
+  const auto [spread, masked, filled, widened] = jit([](auto b, auto s, auto m, auto r, auto n) {
+    using S = shape<3, 5, 40, 40>;
+    return std::make_tuple(s + b, tessel::convert_element_type<float>(tessel::broadcast_in_dim<shape<3, 1, 40, 40>, 0, 3>(m)),
+                           tessel::broadcast_in_dim<shape<3, 40, 50>, 0, 1>(r) * 2.0f,
+                           tessel::convert_element_type<float>(tessel::broadcast_in_dim<S, 0, 1, 2, 3>(n)) + s);
+  })(bias, scores, mask, rows, narrow);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (std::size_t h = 0; h < 5; ++h)
+      for (std::size_t ij = 0; ij < 1600; ++ij) {
+        const std::size_t k = (b * 5 + h) * 1600 + ij;
+        ASSERT_EQ(spread[k], scores[k] + bias[b * 1600 + ij]) << k;
+        ASSERT_EQ(widened[k], static_cast<float>(narrow[b * 1600 + ij]) + scores[k]) << k;
+      }
+  for (std::size_t k = 0; k < masked.size; ++k) ASSERT_EQ(masked[k], mask[k / 1600 * 40 + k % 40] ? 1.0f : 0.0f) << k;
+  for (std::size_t k = 0; k < filled.size; ++k) ASSERT_EQ(filled[k], rows[k / 50] * 2.0f) << k;
+}
+
+TEST(Tiles, ReductionsToFewOutputs) {
+  tessel::tensor<float, shape<3000, 3>> tall;  // 3 outputs over 3000 rows
+  tessel::tensor<float, shape<300, 700>> wide;  // to one value
+  tessel::tensor<std::int32_t, shape<300, 700>> counts;
+  fill(tall), fill(wide);
+  for (std::size_t k = 0; k < counts.size; ++k) counts[k] = static_cast<std::int32_t>(k % 13) - 6;
+  const auto [columns, squares, largest, total] = jit([](auto t, auto w, auto c) {
+    return std::make_tuple(tessel::sum<0>(t + 0.5f), tessel::sum(w * w), tessel::max(w), tessel::sum(c));
+  })(tall, wide, counts);
+  // Several outputs add their rows in order: the same float sums as this loop, bit for bit.
+  for (std::size_t j = 0; j < 3; ++j) {
+    float acc = 0.0f;
+    for (std::size_t r = 0; r < 3000; ++r) acc += tall[r * 3 + j] + 0.5f;
+    EXPECT_EQ(columns[j], acc) << j;
+  }
+  double squares_ref = 0;
+  std::int64_t total_ref = 0;
+  for (std::size_t k = 0; k < wide.size; ++k) squares_ref += static_cast<double>(wide[k]) * wide[k];
+  for (std::size_t k = 0; k < counts.size; ++k) total_ref += counts[k];
+  EXPECT_NEAR(squares.data()[0], squares_ref, 1e-5 * squares_ref);
+  EXPECT_EQ(largest.data()[0], *std::max_element(wide.data(), wide.data() + wide.size));
+  EXPECT_EQ(total.data()[0], total_ref);
+}
+
+}  // namespace
