@@ -23,6 +23,7 @@
 #include "tessel/prim/reduce_min.hpp"
 #include "tessel/prim/reduce_sum.hpp"
 #include "tessel/prim/select.hpp"
+#include "tessel/prim/stop_gradient.hpp"
 #include "tessel/prim/sub.hpp"
 
 namespace tessel {
@@ -148,7 +149,8 @@ auto var(const X& x) {
 template <long... Axes, Traced X>
 constexpr auto logsumexp(X x) {
   auto m = max<Axes...>(x);
-  auto shift = select(abs(m) < std::numeric_limits<float>::infinity(), m, 0.0f);
+  // Under stop_gradient, as jax.nn.logsumexp: the result does not depend on the shift (ops/softmax.hpp).
+  auto shift = stop_gradient(select(abs(m) < std::numeric_limits<float>::infinity(), m, 0.0f));
   auto shifted = x - broadcast_reduced<Axes...>(shift, x);
   return log(sum<Axes...>(exp(shifted))) + shift;
 }
