@@ -3,10 +3,14 @@
 // instantiated for that bucket's shapes (train_on, char_lm_step.cpp): one compiled step per bucket.
 #include "char_lm.hpp"
 
+#include "curve_svg.hpp"
+
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <type_traits>
 #include <variant>
@@ -14,6 +18,45 @@
 namespace char_lm {
 
 namespace {
+// PREFIX.svg from PREFIX.csv: the whole run's curve, a resumed run's lines included (the evaluations a
+// killed run wrote after its last checkpoint come again after the resume, with the same values: the last
+// line of each step is drawn). False, with the reason on stderr, when the CSV cannot be read.
+bool write_curve_svg(const std::string& prefix, const std::string& title) {
+  struct point {
+    std::uint64_t step = 0;
+    double train = 0, validation = 0;
+  };
+  std::ifstream in(prefix + ".csv");
+  std::string line;
+  if (!in || !std::getline(in, line) || line != "step,train_bits,validation_bits") {
+    std::fprintf(stderr, "char_lm: cannot draw %s.svg: %s.csv has no header 'step,train_bits,validation_bits'\n", prefix.c_str(),
+                 prefix.c_str());
+    return false;
+  }
+  std::map<std::uint64_t, point> by_step;
+  for (int number = 2; std::getline(in, line); ++number) {
+    point p;
+    if (std::sscanf(line.c_str(), "%" SCNu64 ",%lf,%lf", &p.step, &p.train, &p.validation) != 3) {
+      std::fprintf(stderr, "char_lm: cannot draw %s.svg: line %d of %s.csv is not step,train,validation: '%s'\n",
+                   prefix.c_str(), number, prefix.c_str(), line.c_str());
+      return false;
+    }
+    by_step[p.step] = p;
+  }
+  std::vector<point> curve;
+  for (const auto& [step, p] : by_step) curve.push_back(p);
+  const std::vector<plot::panel<point>> panels{
+      {"bits per character: training (blue), validation (red)",
+       {{[](const point& p) { return p.train; }, "#1f77b4", false}, {[](const point& p) { return p.validation; }, "#d62728", false}}}};
+  std::ofstream out(prefix + ".svg");
+  out << plot::curve_svg(curve, title, panels);
+  if (!out.flush()) {
+    std::fprintf(stderr, "char_lm: cannot write %s.svg\n", prefix.c_str());
+    return false;
+  }
+  return true;
+}
+
 std::string run_id(const options& o, const char* precision) {
   char text[256];
   std::snprintf(text, sizeof text, "char_lm layers=%d precision=%s seed=%" PRIu32 " steps=%d lr=%.9g warmup=%d",
@@ -40,6 +83,7 @@ int train(const options& o, const corpus& data) {
   std::optional<tessel::io::directory_lock> lock;
   std::optional<tessel::io::checkpoint_manager> ckpt;
   std::uint64_t first = 0;
+  double resumed_window[2] = {0, 0};  // window_loss, window_chars
   if (!o.checkpoint_dir.empty()) {
     std::filesystem::create_directories(o.checkpoint_dir);
     lock.emplace(o.checkpoint_dir);
@@ -70,6 +114,10 @@ int train(const options& o, const corpus& data) {
       }
       last->load(tessel::io::slot("params", params), tessel::io::slot("opt_state", opt_state));
       stream.restore(td::stream_position::from_json(last->get("data_position")));
+      // The training loss summed since the last evaluation, so that the curve's next point averages the
+      // same steps as an uninterrupted run's (absent from an older char_lm's checkpoints: the window restarts).
+      for (auto [key, value] : {std::pair{"window_loss", &resumed_window[0]}, std::pair{"window_chars", &resumed_window[1]}})
+        if (last->has(key)) *value = std::strtod(last->get(key).c_str(), nullptr);
       first = last->step;
       std::printf("resumed from %s (step %" PRIu64 ")\n", last->path.c_str(), first);
     } else if (!ckpt->steps().empty()) {
@@ -93,7 +141,11 @@ int train(const options& o, const corpus& data) {
       std::fprintf(stderr, "char_lm: cannot write %s.csv\n", o.curve.c_str());
       return 2;
     }
-    if (first == 0) std::fprintf(curve, "step,train_bits,validation_bits\n");
+    std::fseek(curve, 0, SEEK_END);
+    if (std::ftell(curve) == 0) {  // a new run, or a resumed one killed before its curve had a line
+      std::fprintf(curve, "step,train_bits,validation_bits\n");
+      std::fflush(curve);
+    }
   }
   if (!o.trace.empty()) {
     profile::enable();
@@ -103,7 +155,8 @@ int train(const options& o, const corpus& data) {
   const double ln2 = std::log(2.0);
   std::map<std::size_t, std::set<const void*>> plans;  // bucket length -> the plans its steps ran
   std::map<std::size_t, std::uint64_t> per_bucket;
-  double train_seconds = 0, wait_seconds = 0, window_loss = 0, window_chars = 0, last_train_bits = NAN, validation = NAN;
+  double train_seconds = 0, wait_seconds = 0, window_loss = resumed_window[0], window_chars = resumed_window[1];
+  double last_train_bits = NAN, validation = NAN;
   std::uint64_t trained_chars = 0, positions = 0, window_steps = 0;
   tensor<float, shape<>> lr;
   std::printf("char_lm: %zu layers, d_model %zu, %zu heads, %s, %d steps (from %" PRIu64 "), buckets 64x16 128x8 256x4\n",
@@ -165,7 +218,10 @@ int train(const options& o, const corpus& data) {
       std::printf("step %5" PRIu64 "  train %.4f bits/char  validation %.4f bits/char  lr %.2e  |g| %.3f  %.0f tokens/s  wait %.2f s\n",
                   g + 1, last_train_bits, validation, static_cast<double>(lr[0]), static_cast<double>(norm_value),
                   static_cast<double>(trained_chars) / train_seconds, wait_seconds);
-      if (curve) std::fprintf(curve, "%" PRIu64 ",%.6f,%.6f\n", g + 1, last_train_bits, validation);
+      if (curve) {  // on disk before this step's checkpoint, so that a resumed run's CSV misses no line
+        std::fprintf(curve, "%" PRIu64 ",%.6f,%.6f\n", g + 1, last_train_bits, validation);
+        std::fflush(curve);
+      }
       window_loss = window_chars = 0, window_steps = 0;
     }
     if (o.sample_every > 0 && ((g + 1) % static_cast<std::uint64_t>(o.sample_every) == 0 || last)) {
@@ -178,13 +234,23 @@ int train(const options& o, const corpus& data) {
     if (ckpt && ((o.save_every > 0 && (g + 1) % static_cast<std::uint64_t>(o.save_every) == 0) || last)) {
       profile::scope scope("checkpoint.snapshot");
       tessel::io::snapshot snap(g + 1);
+      char window[2][40];  // exact: hexadecimal floating point
+      std::snprintf(window[0], sizeof window[0], "%a", window_loss);
+      std::snprintf(window[1], sizeof window[1], "%a", window_chars);
       snap.add("params", params).add("opt_state", opt_state).set("data_position", stream.position().to_json());
+      snap.set("window_loss", window[0]).set("window_chars", window[1]);
       ckpt->save(std::move(snap));
     }
   }
   if (ckpt) ckpt->wait();
   if (std::isnan(validation)) validation = validation_bits(params, data.validation.chunks);  // resumed at the end
-  if (curve) std::fclose(curve);
+  bool drawn = true;  // the curve's picture, when asked for; a failure is reported after the summary
+  if (curve) {
+    std::fclose(curve);
+    const std::string title = "char_lm " + std::to_string(model::L) + " layers, d_model " + std::to_string(model::D) + ", " +
+                              precision + ", " + std::to_string(o.steps) + " steps";
+    drawn = write_curve_svg(o.curve, title);
+  }
   if (!o.trace.empty()) {
     profile::disable();
     profile::write_chrome_trace(o.trace);
@@ -203,7 +269,7 @@ int train(const options& o, const corpus& data) {
               train_seconds > 0 ? static_cast<double>(positions) / train_seconds : 0.0, train_seconds, wait_seconds,
               std::chrono::duration<double>(stream.stats().consumer_wait).count(), plan_counts.c_str(), bucket_steps.c_str(),
               params_digest(params).c_str());
-  return 0;
+  return drawn ? 0 : 1;
 }
 
 template int train<float>(const options&, const corpus&);

@@ -1,10 +1,11 @@
 #pragma once
-// The training curve as an SVG picture: two panels against the step, the training loss, and the training
-// (line) and test (dots) accuracy. Each axis is ranged from the values it shows and ticked at round
-// numbers (1, 2 or 5 times a power of ten); a value that is not finite (a diverged loss) is not drawn, and
-// the panel says how many there were and the first step that had one.
+// A training curve as an SVG picture: panels side by side, each one or more series against the step (a
+// line, or dots where a value is measured only at some steps: NaN elsewhere). Each axis is ranged from the
+// values it shows and ticked at round numbers (1, 2 or 5 times a power of ten); a value that is not finite
+// (a diverged loss) is not drawn, and the panel says how many there were and the first step that had one.
+// fashion_mnist draws its loss and its accuracies, char_lm its training and validation bits per character.
 //
-// Point is any struct with step, loss, accuracy and test_accuracy (NaN where not measured).
+// Point is any struct with an integer `step`; each series reads its value from a Point.
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace fashion_mnist {
+namespace plot {
 
 // Round tick positions covering [lo, hi]: about `count` of them, a step of 1, 2 or 5 times a power of ten.
 struct axis_ticks {
@@ -42,12 +43,30 @@ inline axis_ticks nice_ticks(double lo, double hi, int count = 5) {
 }
 
 template <class Point>
-std::string curve_svg(const std::vector<Point>& curve, const std::string& title) {
+struct series {
+  double (*value)(const Point&);
+  const char* color;
+  bool dots;  // dots, each NaN a point not measured (test accuracy at epoch ends); else a line
+};
+
+template <class Point>
+struct panel {
+  std::string name;
+  std::vector<series<Point>> lines;
+  bool unit_interval = false;  // an accuracy: the axis stays within [0, 1]
+};
+
+template <class Point>
+std::string curve_svg(const std::vector<Point>& curve, const std::string& title, const std::vector<panel<Point>>& panels) {
   constexpr double w = 440, h = 300, left = 60, top = 40, right = 20, bottom = 52;
   constexpr double pw = w - left - right, ph = h - top - bottom;
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"320\" font-family=\"sans-serif\" "
-                    "font-size=\"12\">\n<rect width=\"900\" height=\"320\" fill=\"white\"/>\n";
+  const double width = 10 + 450 * static_cast<double>(panels.size());
   char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"320\" font-family=\"sans-serif\" "
+                "font-size=\"12\">\n<rect width=\"%.0f\" height=\"320\" fill=\"white\"/>\n",
+                width, width);
+  std::string svg = buf;
   auto text = [&](double x, double y, const char* anchor, const std::string& s, const char* extra = "") {
     std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s>", x, y, anchor, extra);
     svg += buf + s + "</text>\n";
@@ -61,17 +80,12 @@ std::string curve_svg(const std::vector<Point>& curve, const std::string& title)
   for (const Point& p : curve) max_step = std::max(max_step, static_cast<double>(p.step));
   const axis_ticks xs = nice_ticks(0, max_step);
 
-  struct series {
-    double (*value)(const Point&);
-    const char* color;
-    bool dots;  // dots, each NaN a point not measured (test accuracy at epoch ends); else a line
-  };
-  auto panel = [&](double x0, const char* name, std::vector<series> lines, bool unit_interval) {
+  auto draw = [&](double x0, const std::string& name, const std::vector<series<Point>>& lines, bool unit_interval) {
     // The range of the finite values shown; the non-finite ones counted.
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     std::size_t non_finite = 0;
     std::uint64_t first_bad = 0;
-    for (const series& s : lines)
+    for (const series<Point>& s : lines)
       for (const Point& p : curve) {
         const double v = s.value(p);
         if (std::isnan(v) && s.dots) continue;  // not measured at this point
@@ -115,7 +129,7 @@ std::string curve_svg(const std::vector<Point>& curve, const std::string& title)
     else if (!any)
       text(x0 + left + pw / 2, top + ph / 2, "middle", "no values yet", " fill=\"#888\"");
 
-    for (const series& s : lines) {
+    for (const series<Point>& s : lines) {
       std::string points;
       for (const Point& p : curve) {
         const double v = s.value(p);
@@ -133,14 +147,11 @@ std::string curve_svg(const std::vector<Point>& curve, const std::string& title)
         svg += "<polyline fill=\"none\" stroke=\"" + std::string(s.color) + "\" stroke-width=\"1.5\" points=\"" + points + "\"/>\n";
     }
   };
-  panel(0, "training loss", {{[](const Point& p) { return static_cast<double>(p.loss); }, "#1f77b4", false}}, false);
-  panel(450, "accuracy: training (line), test (dots)",
-        {{[](const Point& p) { return static_cast<double>(p.accuracy); }, "#1f77b4", false},
-         {[](const Point& p) { return static_cast<double>(p.test_accuracy); }, "#d62728", true}},
-        true);
-  text(450, 16, "middle", title, " font-size=\"14\"");
+  for (std::size_t i = 0; i < panels.size(); ++i)
+    draw(450 * static_cast<double>(i), panels[i].name, panels[i].lines, panels[i].unit_interval);
+  text(width / 2, 16, "middle", title, " font-size=\"14\"");
   svg += "</svg>\n";
   return svg;
 }
 
-}  // namespace fashion_mnist
+}  // namespace plot

@@ -690,7 +690,14 @@ double run_log::epoch_samples_per_second(std::uint64_t g) const {
 void run_log::write_curve() const {
   if (o_.curve.empty()) return;
   write_text(o_.curve + ".csv", curve_csv(curve_));
-  write_text(o_.curve + ".svg", curve_svg(curve_, "Fashion-MNIST " + o_.model + " " + o_.precision + ", batch " + std::to_string(batch_)));
+  using point = curve_point;
+  const std::vector<plot::panel<point>> panels{
+      {"training loss", {{[](const point& p) { return p.loss; }, "#1f77b4", false}}},
+      {"accuracy: training (line), test (dots)",
+       {{[](const point& p) { return p.accuracy; }, "#1f77b4", false}, {[](const point& p) { return p.test_accuracy; }, "#d62728", true}},
+       true}};
+  const std::string title = "Fashion-MNIST " + o_.model + " " + o_.precision + ", batch " + std::to_string(batch_);
+  write_text(o_.curve + ".svg", plot::curve_svg(curve_, title, panels));
 }
 
 }  // namespace fashion_mnist
