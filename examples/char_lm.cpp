@@ -6,7 +6,8 @@
 //
 //   char_lm [--steps 4000] [--learning-rate 0.005] [--warmup 100] [--precision f32|bf16] [--seed 0]
 //           [--eval-every 500] [--sample-every 500] [--sample-length 160] [--temperature 0.8] [--prompt TEXT]
-//           [--data-dir DIR] [--checkpoint-dir DIR [--resume | --overwrite] [--save-every N] [--keep N]]
+//           [--data-dir DIR] [--checkpoint-dir DIR [--resume | --resume-or-start | --overwrite] [--save-every N]
+//           [--keep N]]
 //           [--trace FILE] [--curve PREFIX] [--export DIR] [--check-pipeline]
 //
 // This file: flags, data, the pipeline check, the export format and the parameters' digest. The train
@@ -79,6 +80,8 @@ void usage(std::FILE* to) {
                "                       every --save-every steps; --keep N of them (default 3)\n"
                "  --resume             continue from the newest intact checkpoint of DIR (the same flags): the result\n"
                "                       is bit-identical to an uninterrupted run\n"
+               "  --resume-or-start    --resume when DIR holds an intact checkpoint, else a new run (a job that is\n"
+               "                       restarted with the same command line after a crash, or the first time)\n"
                "  --overwrite          a new run into a DIR holding checkpoints deletes them first (each named on\n"
                "                       stderr); without it such a DIR is refused\n"
                "  --trace FILE         a Chrome trace of the run\n"
@@ -113,8 +116,9 @@ int parse(int argc, char** argv, options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string name = argv[i], value;
     if (name == "--help") return 1;
-    if (name == "--resume" || name == "--overwrite") {
-      (name == "--resume" ? o.resume : o.overwrite) = true;
+    if (name == "--resume" || name == "--overwrite" || name == "--resume-or-start") {
+      (name == "--overwrite" ? o.overwrite : o.resume) = true;
+      if (name == "--resume-or-start") o.resume_or_start = true;
       continue;
     }
     if (name == "--check-pipeline") {
@@ -164,13 +168,14 @@ int parse(int argc, char** argv, options& o) {
       return 2;
     }
   }
-  for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.overwrite, "--overwrite"}})
+  const char* resume_flag = o.resume_or_start ? "--resume-or-start" : "--resume";
+  for (const auto& [given, flag] : {std::pair{o.resume, resume_flag}, std::pair{o.overwrite, "--overwrite"}})
     if (given && o.checkpoint_dir.empty()) {
       std::fprintf(stderr, "char_lm: %s needs --checkpoint-dir\n", flag);
       return 2;
     }
   if (o.resume && o.overwrite) {
-    std::fprintf(stderr, "char_lm: --overwrite starts a new run and --resume continues one: give one of them\n");
+    std::fprintf(stderr, "char_lm: --overwrite starts a new run and %s continues one: give one of them\n", resume_flag);
     return 2;
   }
   if (o.warmup >= o.steps) o.warmup = o.steps / 10;

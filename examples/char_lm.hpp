@@ -62,6 +62,7 @@ struct options {
   std::string data_dir;  // default: tessel::data::fortunes_dir()
   std::string checkpoint_dir;
   bool resume = false;
+  bool resume_or_start = false;  // --resume-or-start: resume sets it too
   bool overwrite = false;  // a new run into a directory holding checkpoints deletes them first
   int save_every = 0;  // 0: at the end only
   int keep = 3;

@@ -100,12 +100,16 @@ int train(const options& o, const corpus& data) {
       }
     }
     ckpt.emplace(o.checkpoint_dir, tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = run});
-    if (o.resume) {
-      auto last = ckpt->restore_latest();
-      if (!last) {
-        std::fprintf(stderr, "char_lm: --resume: %s holds no intact checkpoint\n", o.checkpoint_dir.c_str());
+    auto last = o.resume ? ckpt->restore_latest() : std::nullopt;
+    if (o.resume && !last) {
+      if (!o.resume_or_start) {
+        std::fprintf(stderr, "char_lm: --resume: %s holds no intact checkpoint; fix: --resume-or-start to start a new run "
+                             "when there is none, or another --checkpoint-dir\n", o.checkpoint_dir.c_str());
         return 1;
       }
+      std::fprintf(stderr, "char_lm: --resume-or-start: %s holds no intact checkpoint: starting a new run\n", o.checkpoint_dir.c_str());
+    }
+    if (last) {
       for (const std::string& s : last->skipped) std::fprintf(stderr, "char_lm: skipped %s\n", s.c_str());
       if (last->get(tessel::io::checkpoint_run_key) != run) {
         std::fprintf(stderr, "char_lm: --resume: %s is of run '%s', these flags make '%s'\n", last->path.c_str(),
@@ -120,7 +124,7 @@ int train(const options& o, const corpus& data) {
         if (last->has(key)) *value = std::strtod(last->get(key).c_str(), nullptr);
       first = last->step;
       std::printf("resumed from %s (step %" PRIu64 ")\n", last->path.c_str(), first);
-    } else if (!ckpt->steps().empty()) {
+    } else if (!o.resume && !ckpt->steps().empty()) {
       std::fprintf(stderr,
                    "char_lm: %s already holds checkpoints; fix: --resume to continue them, --overwrite to delete them "
                    "and start a new run, or another --checkpoint-dir\n",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # char_lm refuses a new run into a checkpoint directory that holds checkpoints, and --overwrite deletes
-# them (naming each) and starts the new run:
+# them (naming each) and starts the new run; --resume-or-start starts a run where there is none and
+# resumes it the second time:
 #   check_char_lm_overwrite.sh CHAR_LM WORK_DIR
 set -euo pipefail
 exe=$1
@@ -25,4 +26,11 @@ grep -q "^char_lm: --overwrite: deleted $work/ckpt-000000000002.safetensors (ste
 status=0
 "$exe" "${args[@]}" --overwrite --resume >"$work.both.log" 2>&1 || status=$?
 [ "$status" -eq 2 ] && grep -q "give one of them" "$work.both.log" || { cat "$work.both.log"; echo "--overwrite --resume was not refused"; exit 1; }
-echo "refused, overwritten, and --overwrite --resume refused"
+
+rm -rf "$work.fresh"
+again=(--steps 2 --warmup 1 --eval-every 0 --sample-every 0 --checkpoint-dir "$work.fresh" --resume-or-start)
+"$exe" "${again[@]}" >"$work.start.log" 2>&1 && grep -q "holds no intact checkpoint: starting a new run" "$work.start.log" ||
+  { cat "$work.start.log"; echo "--resume-or-start did not start a new run in an empty directory"; exit 1; }
+"$exe" "${again[@]}" >"$work.again.log" 2>&1 && grep -q "^resumed from $work.fresh/ckpt-000000000002.safetensors" "$work.again.log" ||
+  { cat "$work.again.log"; echo "--resume-or-start did not resume the run it started"; exit 1; }
+echo "refused, overwritten, --overwrite --resume refused, --resume-or-start started then resumed"
