@@ -77,4 +77,57 @@ TEST(DataParallel, TwoDevicesEqualOneOnTheGlobalBatch) { check_devices<2>(); }
 TEST(DataParallel, FourDevicesEqualOneOnTheGlobalBatch) { check_devices<4>(); }
 TEST(DataParallel, EightDevicesEqualOneOnTheGlobalBatch) { check_devices<8>(); }
 
+// Replicated layers stacked [L, ...] and run by a scan over a sharded batch, as tessel::nn::gpt's: the
+// backward scan's parameters vary as the values they stand for, so each step's weight cotangent is psummed
+// once (and not the carried activations' cotangents). Before that fix the weight gradients came back as
+// device 0's part alone (a plain scan) and gpt's gradient norm grew with the devices (6x on 2, 57x on 4).
+using Stack = tensor<float, shape<3, 8, 8>>;
+using Rows = tensor<float, shape<16, 8>>;
+
+template <bool Remat>
+struct stacked_loss {
+  template <class W, class X>
+  constexpr auto operator()(W w, X x) const {
+    auto layer = [](auto h, auto wl) { return tanh(matmul(h, wl)); };
+    auto [h, unused] = scan(
+        [&](auto carry, auto wl) {
+          if constexpr (Remat) return std::tuple{checkpoint(layer, checkpoint_policies::dots_saveable)(carry, wl), std::tuple<>{}};
+          else return std::tuple{layer(carry, wl), std::tuple<>{}};
+        },
+        x, w);
+    return sum(h * h);
+  }
+};
+
+template <std::size_t D, bool Remat>
+void check_stacked_layers() {
+  const Stack w = random_tensor<Stack>(5, 0.5f);
+  const Rows x = random_tensor<Rows>(6), dx = random_tensor<Rows>(7);
+  const Stack dw = random_tensor<Stack>(8);
+  const auto [want_g, want_t] = jit([](auto a, auto b, auto da, auto db) {
+    return std::tuple{grad<0>(stacked_loss<Remat>{})(a, b), std::get<1>(jvp(stacked_loss<Remat>{}, std::tuple{a, b}, std::tuple{da, db}))};
+  })(w, x, dw, dx);
+  const auto [g, t] = shard_map<mesh<axis<"data", D>>, specs<P<>, P<"data">, P<>, P<"data">>, specs<P<>, P<>>>(
+      [](auto a, auto b, auto da, auto db) {
+        constexpr auto loss = [](auto p, auto q) { return psum<"data">(stacked_loss<Remat>{}(p, q)); };
+        return std::tuple{grad<0>(loss)(a, b), std::get<1>(jvp(loss, std::tuple{a, b}, std::tuple{da, db}))};
+      })(w, x, dw, dx);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < Stack::size; ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(g.data()[i]) - want_g.data()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want_g.data()[i])));
+  }
+  EXPECT_LE(worst, 1e-6 * scale) << "the stacked weights' gradient on " << D << " devices" << (Remat ? ", under checkpoint" : "");
+  EXPECT_NEAR(t[0], want_t[0], 1e-5 * std::abs(want_t[0])) << "the tangent on " << D << " devices";
+}
+
+TEST(DataParallel, ScanOverReplicatedLayersEqualsOneDevice) {
+  check_stacked_layers<2, false>();
+  check_stacked_layers<4, false>();
+}
+TEST(DataParallel, ScanOverCheckpointedReplicatedLayersEqualsOneDevice) {
+  check_stacked_layers<2, true>();
+  check_stacked_layers<4, true>();
+}
+
 }  // namespace

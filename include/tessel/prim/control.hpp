@@ -46,20 +46,27 @@ constexpr int open_region(ir::graph_builder& g, int c) {
   return id;
 }
 
-constexpr int region_parameter(ir::graph_builder& g, int r, ir::dtype_code dtype, const ir::dims& shape) {
+// Region r's next parameter, varying along the mesh axes `varying` (inside shard_map: those of the value
+// it stands for). A transform that makes a body before listing its construct's inputs (a backward scan)
+// names them; they decide where its cotangents are psummed (autodiff.hpp, invariant_cotangent).
+constexpr int region_parameter(ir::graph_builder& g, int r, ir::dtype_code dtype, const ir::dims& shape, std::uint8_t varying) {
   ir::node n;
   n.prim = &region_parameter_p;
   n.dtype = n.operand_dtype = dtype;
   n.shape = shape;
   n.attr.push(r);
-  const std::size_t index = g.regions[static_cast<std::size_t>(r)].params.size();
-  n.attr.push(static_cast<std::int64_t>(index));
-  // Inside shard_map: a parameter varies as the construct input it stands for (a carry as its init).
-  const ir::construct_record& c = g.constructs[static_cast<std::size_t>(g.regions[static_cast<std::size_t>(r)].construct)];
-  if (index < c.inputs.size()) n.varying = g[c.inputs[index]].varying;
+  n.attr.push(static_cast<std::int64_t>(g.regions[static_cast<std::size_t>(r)].params.size()));
+  n.varying = varying;
   const int id = g.add_parameter(n);
   g.regions[static_cast<std::size_t>(r)].params.push_back(id);
   return id;
+}
+// Region r's next parameter, varying as the construct input it stands for (a carry as its init): the
+// construct's inputs are listed before its regions are traced.
+constexpr int region_parameter(ir::graph_builder& g, int r, ir::dtype_code dtype, const ir::dims& shape) {
+  const std::size_t index = g.regions[static_cast<std::size_t>(r)].params.size();
+  const ir::construct_record& c = g.constructs[static_cast<std::size_t>(g.regions[static_cast<std::size_t>(r)].construct)];
+  return region_parameter(g, r, dtype, shape, index < c.inputs.size() ? g[c.inputs[index]].varying : std::uint8_t{0});
 }
 
 constexpr void close_region(ir::graph_builder& g, int r, const std::vector<int>& results) {

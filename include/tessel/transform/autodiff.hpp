@@ -170,17 +170,28 @@ constexpr std::vector<pulled> pull(ir::graph_builder& g, int id, int ct) {
 // Inside shard_map, a cotangent that varies along mesh axes its primal does not (an invariant value used by
 // device-varying ones, as replicated weights by a sharded batch) is summed over those axes: JAX's implicit
 // pvary, whose transpose is psum. Outside shard_map nothing varies and this returns ct.
-constexpr int invariant_cotangent(ir::graph_builder& g, int ct, int primal) {
-  const auto extra = static_cast<std::uint8_t>(g[ct].varying & ~g[primal].varying);
-  if (extra == 0) return ct;
+constexpr ir::attributes collective_axes(std::uint8_t axes) {  // [count, axis...], as collective::bind makes
   ir::attributes a;
   a.push(0);
   for (std::size_t axis = 0; axis < 8; ++axis)
-    if (extra & (1u << axis)) {
+    if (axes & (1u << axis)) {
       a.ints[0] += 1;
       a.push(static_cast<std::int64_t>(axis));
     }
-  return prim::build::make(g, prim::psum_p, g[ct].dtype, g[ct].shape, {ct}, a);
+  return a;
+}
+constexpr int invariant_cotangent(ir::graph_builder& g, int ct, int primal) {
+  const auto extra = static_cast<std::uint8_t>(g[ct].varying & ~g[primal].varying);
+  if (extra == 0) return ct;
+  return prim::build::make(g, prim::psum_p, g[ct].dtype, g[ct].shape, {ct}, collective_axes(extra));
+}
+
+// `x` typed as varying along `varying` too (pvary): a scan's carried cotangent or tangent has its primal's
+// varying axes, also where what starts it does not vary (zeros, or a psummed loss's cotangent), as JAX's.
+constexpr int varying_as(ir::graph_builder& g, int x, std::uint8_t varying) {
+  const auto extra = static_cast<std::uint8_t>(varying & ~g[x].varying);
+  if (extra == 0) return x;
+  return prim::build::make(g, prim::pvary_p, g[x].dtype, g[x].shape, {x}, collective_axes(extra));
 }
 
 // Cotangents of `wrt` given cotangents of several nodes (seeds: target node, cotangent); only nodes at or

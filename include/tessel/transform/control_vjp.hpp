@@ -160,7 +160,8 @@ constexpr std::vector<int> copy_region(ir::graph_builder& g, int r, const region
     }
     for (int q = old.first_region; q < old.first_region + old.region_count; ++q) {
       const std::vector<int> ps = g.regions[static_cast<std::size_t>(q)].params;
-      for (int p : ps) at(p) = prim::control::region_parameter(g, region_map[static_cast<std::size_t>(q)], g[p].dtype, g[p].shape);
+      for (int p : ps)
+        at(p) = prim::control::region_parameter(g, region_map[static_cast<std::size_t>(q)], g[p].dtype, g[p].shape, g[p].varying);
     }
     return copy;
   };
@@ -221,7 +222,8 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   auto floating = [&](int id) { return ir::is_floating(g[id].dtype); };
 
   // The backward scan. Its parameters are made first (carries' cotangents, each step's starting carries
-  // and xs, ys' cotangents), the forward body is copied on them and differentiated; then the residuals
+  // and xs, ys' cotangents, each varying along the mesh axes of the value it will read: its inputs are
+  // listed at the end), the forward body is copied on them and differentiated; then the residuals
   // (the forward values the VJP nodes read) become stacked ys of the forward scan, and the VJP nodes are
   // emitted again reading them, so the copy is left dead. Then each closure gets a running-sum carry, or,
   // when its per-step cotangent is a contraction of two per-step values smaller than the result (h^T ct
@@ -235,22 +237,24 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   for (int k = 0; k < nc; ++k) {
     const int p = fr.params[static_cast<std::size_t>(k)];
     if (!floating(p)) continue;
-    carry_ct.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
-    carry_inputs.push_back(or_zeros(g, ocs[static_cast<std::size_t>(k)], fc.outputs[static_cast<std::size_t>(k)]));
+    const int out = fc.outputs[static_cast<std::size_t>(k)];
+    carry_ct.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[out].varying));
+    carry_inputs.push_back(varying_as(g, or_zeros(g, ocs[static_cast<std::size_t>(k)], out), g[out].varying));
   }
   for (int k = 0; k < nc; ++k) {
     const int p = fr.params[static_cast<std::size_t>(k)];
-    res.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
+    res.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[p].varying));
   }
   for (int j = 0; j < nx; ++j) {
     const int p = fr.params[static_cast<std::size_t>(nc + j)];
-    xs.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
+    xs.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[p].varying));
   }
   for (int y = 0; y < ny; ++y) {
     const int out = fc.outputs[static_cast<std::size_t>(nc + y)];
     if (ocs[static_cast<std::size_t>(nc + y)] < 0 || !floating(out)) continue;
     y_index.push_back(y);
-    y_ct.push_back(control::region_parameter(g, rb, g[out].dtype, control::unstacked(g[out].shape)));
+    const int ct = ocs[static_cast<std::size_t>(nc + y)];
+    y_ct.push_back(control::region_parameter(g, rb, g[out].dtype, control::unstacked(g[out].shape), g[ct].varying));
     y_ct_inputs.push_back(ocs[static_cast<std::size_t>(nc + y)]);
   }
   // The forward body again, on this step's carry and x, and its VJP.
@@ -314,7 +318,7 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   for (int i = floor; i < vjp_hi; ++i) {
     if (!referenced[static_cast<std::size_t>(i - floor)]) continue;
     const int f = counterpart[static_cast<std::size_t>(i - floor)];
-    const int p = control::region_parameter(g, rb, g[f].dtype, g[f].shape);
+    const int p = control::region_parameter(g, rb, g[f].dtype, g[f].shape, g[f].varying);
     residual_params.push_back(p);
     residual_of.push_back(f);
     preset.push_back(substitute{i, p});
@@ -410,7 +414,7 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
       continue;
     }
     acc_closures.push_back(cl);
-    acc_params.push_back(control::region_parameter(g, rb, g[cl].dtype, g[cl].shape));
+    acc_params.push_back(control::region_parameter(g, rb, g[cl].dtype, g[cl].shape, g[cl].varying));
     acc_results.push_back(build::add(g, acc_params.back(), ct));
   }
   {
@@ -423,7 +427,7 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
     bc.reverse = !fc.reverse;
     bc.carries = static_cast<int>(carry_ct.size() + acc_params.size());
     bc.inputs = carry_inputs;
-    for (int cl : acc_closures) bc.inputs.push_back(build::zeros_like(g, cl));
+    for (int cl : acc_closures) bc.inputs.push_back(varying_as(g, build::zeros_like(g, cl), g[cl].varying));
     bc.inputs.insert(bc.inputs.end(), x_inputs.begin(), x_inputs.end());
   }
   std::vector<int> results = carry_results;
@@ -593,23 +597,23 @@ constexpr void scan_jvp(ir::graph_builder& g, int c, std::vector<int>& t) {
   std::vector<int> primal, tangent, xp, xt, inputs_c, inputs_t, inputs_x, inputs_xt, primal_tangents;
   for (int k = 0; k < nc; ++k) {
     const int p = fr.params[static_cast<std::size_t>(k)];
-    primal.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
+    primal.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[p].varying));
     inputs_c.push_back(fc.inputs[static_cast<std::size_t>(k)]);
   }
   for (int k = 0; k < nc; ++k) {
     const int p = fr.params[static_cast<std::size_t>(k)];
     int pt = -1;
-    if (floating(p)) {
-      pt = control::region_parameter(g, rb, g[p].dtype, g[p].shape);
+    if (floating(p)) {  // a carry's tangent varies as the carry (the inputs are listed at the end)
+      pt = control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[p].varying);
       tangent.push_back(pt);
       const int in = fc.inputs[static_cast<std::size_t>(k)];
-      inputs_t.push_back(tangent_of(t, in) >= 0 ? tangent_of(t, in) : build::zeros_like(g, in));
+      inputs_t.push_back(varying_as(g, tangent_of(t, in) >= 0 ? tangent_of(t, in) : build::zeros_like(g, in), g[p].varying));
     }
     primal_tangents.push_back(pt);
   }
   for (int j = 0; j < nx; ++j) {
     const int p = fr.params[static_cast<std::size_t>(nc + j)];
-    xp.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape));
+    xp.push_back(control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[p].varying));
     inputs_x.push_back(fc.inputs[static_cast<std::size_t>(nc + j)]);
   }
   for (int j = 0; j < nx; ++j) {
@@ -617,7 +621,7 @@ constexpr void scan_jvp(ir::graph_builder& g, int c, std::vector<int>& t) {
     const int in = fc.inputs[static_cast<std::size_t>(nc + j)];
     int pt = -1;
     if (floating(p) && tangent_of(t, in) >= 0) {
-      pt = control::region_parameter(g, rb, g[p].dtype, g[p].shape);
+      pt = control::region_parameter(g, rb, g[p].dtype, g[p].shape, g[tangent_of(t, in)].varying);
       xt.push_back(pt);
       inputs_xt.push_back(tangent_of(t, in));
     }
@@ -689,6 +693,9 @@ constexpr void switch_jvp(ir::graph_builder& g, int c, std::vector<int>& t) {
   std::vector<int> inputs = fc.inputs;
   for (int in : fc.inputs)
     if (floating(in) && tangent_of(t, in) >= 0) inputs.push_back(tangent_of(t, in));
+  // Listed before the branches are made: each parameter varies as the input it stands for.
+  g.constructs[static_cast<std::size_t>(b)].index = fc.index;
+  g.constructs[static_cast<std::size_t>(b)].inputs = inputs;
   for (int q = fc.first_region; q < fc.first_region + fc.region_count; ++q) {
     const int rb = control::open_region(g, b);
     std::vector<int> primal, tangent, primal_tangents;
@@ -712,8 +719,6 @@ constexpr void switch_jvp(ir::graph_builder& g, int c, std::vector<int>& t) {
     g.regions[static_cast<std::size_t>(rb)].params.insert(g.regions[static_cast<std::size_t>(rb)].params.end(), tangent.begin(), tangent.end());
     control::close_region(g, rb, results);
   }
-  g.constructs[static_cast<std::size_t>(b)].index = fc.index;
-  g.constructs[static_cast<std::size_t>(b)].inputs = inputs;
   for (int o : float_outputs) {
     const int out = fc.outputs[static_cast<std::size_t>(o)];
     const int tan = control::output(g, b, g[out].dtype, g[out].shape);
