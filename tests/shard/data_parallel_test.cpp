@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 
 #include "tessel/nn/losses.hpp"
@@ -128,6 +129,20 @@ TEST(DataParallel, ScanOverReplicatedLayersEqualsOneDevice) {
 TEST(DataParallel, ScanOverCheckpointedReplicatedLayersEqualsOneDevice) {
   check_stacked_layers<2, true>();
   check_stacked_layers<4, true>();
+}
+
+// The stacked weights' gradient is psummed once, after the backward scan, not in each step: the plan's one
+// collective is of all 3 x 8 x 8 floats (a psum in the loop would be of one layer's 8 x 8, 256 bytes).
+TEST(DataParallel, StackedLayersGradientIsPsummedOnceAfterTheLoop) {
+  const Stack w = random_tensor<Stack>(5, 0.5f);
+  const Rows x = random_tensor<Rows>(6);
+  auto f = shard_map<mesh<axis<"data", 2>>, specs<P<>, P<"data">>, P<>>([](auto a, auto b) {
+    return grad<0>([](auto p, auto q) { return psum<"data">(stacked_loss<true>{}(p, q)); })(a, b);
+  });
+  const std::string text = dump(f, w, x);
+  EXPECT_NE(text.find("1 collectives"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum over {data} (2 devices): 768 bytes"), std::string::npos) << text;
+  EXPECT_EQ(text.find("256 bytes"), std::string::npos) << text;
 }
 
 }  // namespace

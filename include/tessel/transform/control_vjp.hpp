@@ -365,7 +365,24 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
   x_params.insert(x_params.end(), y_ct.begin(), y_ct.end());
   x_inputs.insert(x_inputs.end(), y_ct_inputs.begin(), y_ct_inputs.end());
 
+  // A cotangent psummed in every step (an invariant x or closure read by device-varying values inside
+  // shard_map) is psummed once after the loop instead: psum is linear, so the psum of the steps' sum (or
+  // of the stacked steps) is the sum (the stack) of their psums, and one collective replaces one a step.
+  // psum_after(ct) keeps the psum's operand in the loop and returns the psum's axes (count 0: none).
+  auto psum_after = [&](int& ct) {
+    ir::attributes axes;
+    axes.push(0);
+    if (ct >= 0 && g[ct].prim == &psum_p) {
+      axes = g[ct].attr;
+      ct = g[ct].operands[0];
+    }
+    return axes;
+  };
+  auto with_psum = [&](int id, const ir::attributes& axes) {
+    return axes.ints[0] == 0 ? id : build::make(g, psum_p, g[id].dtype, g[id].shape, {id}, axes);
+  };
   std::vector<int> carry_results, x_results;
+  std::vector<ir::attributes> x_psums;  // by x, in order
   std::size_t w = 0;
   for (int k = 0; k < nc; ++k)
     if (floating(res[static_cast<std::size_t>(k)])) {
@@ -373,7 +390,10 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
       ++w;
     }
   for (int j = 0; j < nx; ++j)
-    if (floating(xs[static_cast<std::size_t>(j)])) x_results.push_back(or_zeros(g, cts[w++], xs[static_cast<std::size_t>(j)]));
+    if (floating(xs[static_cast<std::size_t>(j)])) {
+      x_psums.push_back(psum_after(cts[w]));
+      x_results.push_back(or_zeros(g, cts[w++], xs[static_cast<std::size_t>(j)]));
+    }
   // The closures' cotangents: a running sum, or a contraction hoisted out of the loop.
   const region_nodes body = members_of(g, rb, static_cast<int>(g.size()));
   struct hoisted {
@@ -381,9 +401,11 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
     int lhs, rhs;  // stacked operands: an input of the backward scan, or an output (index into x_results)
     bool lhs_out, rhs_out;
     build::dot_dims dims;
+    ir::attributes psum;
   };
   std::vector<hoisted> hoists;
   std::vector<int> acc_closures, acc_params, acc_results;
+  std::vector<ir::attributes> acc_psums;
   auto stacked_operand = [&](int id, int& at, bool& is_output) {
     while (g[id].prim == &optimization_barrier_p && body.in(g[id].operands[0])) id = g[id].operands[0];  // the same value
     for (std::size_t i = 0; i < x_params.size(); ++i)
@@ -402,19 +424,22 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
     x_results.push_back(id);
   };
   for (int cl : closures) {
-    const int ct = cts[w++];
+    int ct = cts[w++];
     if (ct < 0) continue;
+    const ir::attributes psum = psum_after(ct);
     const ir::node d = g[ct];
     if (d.prim == &dot_general_p && body.in(d.operands[0]) && body.in(d.operands[1]) &&
         g[d.operands[0]].shape.size() + g[d.operands[1]].shape.size() < d.shape.size()) {
-      hoisted h{cl, -1, -1, false, false, build::dims_of_dot(d)};
+      hoisted h{cl, -1, -1, false, false, build::dims_of_dot(d), psum};
       stacked_operand(d.operands[0], h.lhs, h.lhs_out);
       stacked_operand(d.operands[1], h.rhs, h.rhs_out);
       hoists.push_back(h);
       continue;
     }
+    // The running sum varies as the steps' cotangents do, until its psum after the loop.
     acc_closures.push_back(cl);
-    acc_params.push_back(control::region_parameter(g, rb, g[cl].dtype, g[cl].shape, g[cl].varying));
+    acc_psums.push_back(psum);
+    acc_params.push_back(control::region_parameter(g, rb, g[cl].dtype, g[cl].shape, g[ct].varying | g[cl].varying));
     acc_results.push_back(build::add(g, acc_params.back(), ct));
   }
   {
@@ -427,7 +452,8 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
     bc.reverse = !fc.reverse;
     bc.carries = static_cast<int>(carry_ct.size() + acc_params.size());
     bc.inputs = carry_inputs;
-    for (int cl : acc_closures) bc.inputs.push_back(varying_as(g, build::zeros_like(g, cl), g[cl].varying));
+    for (std::size_t i = 0; i < acc_closures.size(); ++i)
+      bc.inputs.push_back(varying_as(g, build::zeros_like(g, acc_closures[i]), g[acc_params[i]].varying));
     bc.inputs.insert(bc.inputs.end(), x_inputs.begin(), x_inputs.end());
   }
   std::vector<int> results = carry_results;
@@ -440,13 +466,19 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
     const int p = fr.params[static_cast<std::size_t>(k)];
     if (floating(p)) out.push_back(pulled{fc.inputs[static_cast<std::size_t>(k)], control::output(g, b, g[p].dtype, g[p].shape)});
   }
-  for (int cl : acc_closures) out.push_back(pulled{cl, control::output(g, b, g[cl].dtype, g[cl].shape)});
+  for (std::size_t i = 0; i < acc_closures.size(); ++i) {
+    const int cl = acc_closures[i];
+    out.push_back(pulled{cl, with_psum(control::output(g, b, g[cl].dtype, g[cl].shape), acc_psums[i])});
+  }
   std::vector<int> stacked_outputs;
   for (int id : x_results)
     stacked_outputs.push_back(control::output(g, b, g[id].dtype, control::stacked(static_cast<std::size_t>(fc.length), g[id].shape)));
   for (int j = 0, next = 0; j < nx; ++j) {
     const int in = fc.inputs[static_cast<std::size_t>(nc + j)];
-    if (floating(in)) out.push_back(pulled{in, stacked_outputs[static_cast<std::size_t>(next++)]});
+    if (floating(in)) {
+      out.push_back(pulled{in, with_psum(stacked_outputs[static_cast<std::size_t>(next)], x_psums[static_cast<std::size_t>(next)])});
+      ++next;
+    }
   }
   for (const hoisted& h : hoists) {
     // sum over steps of dot(a_i, b_i) = dot(A, B) with the step axis (0) contracted as well.
@@ -464,7 +496,7 @@ constexpr std::vector<pulled> scan_pull(ir::graph_builder& g, int c, const std::
     }
     const int lhs = h.lhs_out ? stacked_outputs[static_cast<std::size_t>(h.lhs)] : h.lhs;
     const int rhs = h.rhs_out ? stacked_outputs[static_cast<std::size_t>(h.rhs)] : h.rhs;
-    out.push_back(pulled{h.closure, build::dot_general(g, lhs, rhs, d)});
+    out.push_back(pulled{h.closure, with_psum(build::dot_general(g, lhs, rhs, d), h.psum)});
   }
   return out;
 }
