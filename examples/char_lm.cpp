@@ -8,7 +8,7 @@
 //           [--eval-every 500] [--sample-every 500] [--sample-length 160] [--temperature 0.8] [--prompt TEXT]
 //           [--data-dir DIR] [--checkpoint-dir DIR [--resume | --resume-or-start | --overwrite] [--save-every N]
 //           [--keep N]]
-//           [--trace FILE] [--curve PREFIX] [--export DIR] [--check-pipeline]
+//           [--trace FILE] [--curve PREFIX] [--export DIR] [--devices 1|2|4] [--check-pipeline]
 //
 // This file: flags, data, the pipeline check, the export format and the parameters' digest. The train
 // step and loop are in char_lm.hpp / char_lm_steps.cpp, validation and sampling in char_lm_eval.cpp.
@@ -89,6 +89,9 @@ void usage(std::FILE* to) {
                "                       PREFIX.svg: the same drawn, at the end\n"
                "  --export DIR         the initial weights and every step's batch, learning rate and loss, for\n"
                "                       bench/torch_char_lm.py train DIR\n"
+               "  --devices N          1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
+               "                       training on 1/N of every batch's rows (f32 only); the same steps as 1 device,\n"
+               "                       the loss summed in another order\n"
                "  --check-pipeline     run one epoch of the input pipeline only and check that no character is lost\n"
                "The last line is a JSON summary. Exit status: 0, 1 (a failure while running), 2 (flags refused).\n");
 }
@@ -146,6 +149,10 @@ int parse(int argc, char** argv, options& o) {
     else if (name == "--sample-length") whole(o.sample_length, 1, 250);
     else if (name == "--save-every") whole(o.save_every, 0, 100000000);
     else if (name == "--keep") whole(o.keep, 1, 1000000);
+    else if (name == "--devices") {
+      if (value != "1" && value != "2" && value != "4") why = "is not one of 1, 2, 4 (the meshes the data-parallel steps are compiled for)";
+      else o.devices = std::stoi(value);
+    }
     else if (name == "--seed") {
       if (!(why = parse_int(value, 0, 4294967295ll, n))) o.seed = static_cast<std::uint32_t>(n);
     } else if (name == "--learning-rate") why = parse_positive(value, o.learning_rate);
@@ -176,6 +183,11 @@ int parse(int argc, char** argv, options& o) {
     }
   if (o.resume && o.overwrite) {
     std::fprintf(stderr, "char_lm: --overwrite starts a new run and %s continues one: give one of them\n", resume_flag);
+    return 2;
+  }
+  if (o.devices > 1 && o.precision != "f32") {
+    std::fprintf(stderr, "char_lm: --devices %d is compiled for --precision f32 only (given %s): give --precision f32, or "
+                         "--devices 1\n", o.devices, o.precision.c_str());
     return 2;
   }
   if (o.warmup >= o.steps) o.warmup = o.steps / 10;

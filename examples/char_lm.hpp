@@ -1,7 +1,7 @@
 #pragma once
 // The char-level language model example's shared parts: the model (tessel::nn::gpt), the options, the
-// data and the jitted train step. Each (precision, bucket) train step is its own translation unit
-// (char_lm_step.cpp compiled six times, each within the compile budget of TARGETS.md); the training loop
+// data and the jitted train step. Each (precision, bucket, devices) train step is its own translation unit
+// (char_lm_step.cpp compiled twelve times, each within the compile budget of TARGETS.md); the training loop
 // (train<C>) is in char_lm_train.cpp, validation and sampling (forward only, f32) in char_lm_eval.cpp,
 // flags and data in char_lm.cpp.
 #include <tessel/data/bucket.hpp>
@@ -70,6 +70,7 @@ struct options {
   std::string curve;   // PREFIX.csv
   std::string export_dir;  // initial weights and every batch, for bench/torch_char_lm.py
   bool check_pipeline = false;
+  int devices = 1;  // data parallel over a mesh ("data", devices): 1, 2 or 4 (f32)
 };
 
 struct corpus {
@@ -116,12 +117,27 @@ struct loss_fn {
   }
 };
 
-// One jitted train step: loss and gradients, the global norm (before clipping), clipping, AdamW.
+// Data parallel (--devices D): each device holds B/D rows of the batch. The loss is the mean over every
+// character of the whole batch: the devices' sums and counts are psummed over "data" before the division
+// (a mean of the devices' means would weigh each character by its device's count). The gradients of the
+// replicated parameters come back summed over the devices (the transpose of their use by device-varying
+// values is a psum), so the global norm, the clipping and AdamW see the 1-device step's gradients, and
+// every device computes the same update.
 template <class C>
+struct data_parallel_loss_fn {
+  template <class P, class I, class Y, class M>
+  constexpr auto operator()(P p, I inputs, Y targets, M mask) const {
+    auto [summed, count] = model::loss_sums<C>(p, inputs, targets, mask);
+    return model::mean_loss(tessel::psum<"data">(summed), tessel::psum<"data">(count));
+  }
+};
+
+// One jitted train step: loss and gradients, the global norm (before clipping), clipping, AdamW.
+template <class C, class Loss = loss_fn<C>>
 struct train_step {
   template <class P, class S, class I, class Y, class M, class LR>
   constexpr auto operator()(P params, S state, I inputs, Y targets, M mask, LR lr) const {
-    auto [loss, grads] = tessel::value_and_grad(loss_fn<C>{})(params, inputs, targets, mask);
+    auto [loss, grads] = tessel::value_and_grad(Loss{})(params, inputs, targets, mask);
     auto norm = tessel::optim::global_norm(grads);
     auto [direction, next] = optimizer{}.update(grads, state, params);
     auto updates = tessel::tree_map(
@@ -130,13 +146,15 @@ struct train_step {
   }
 };
 
-// One train step of precision C on a batch of bucket (B, L): params and state updated in place (donated
-// to the jitted step). `plan` is the address of the step's compiled plan (one per instantiation).
+// One train step of precision C on a batch of bucket (B, L), on one device (jit: params and state
+// donated, updated in place) or data parallel on a mesh ("data", D) of host devices (shard_map: the
+// batch split by rows, params and state replicated). `plan` is the address of the step's compiled plan
+// (one per instantiation).
 struct step_result {
   float loss = 0, norm = 0;
   const void* plan = nullptr;
 };
-template <class C, std::size_t B, std::size_t L>
+template <class C, std::size_t B, std::size_t L, std::size_t D = 1>
 step_result train_on(params_t& params, state_t& state, const lm_batch<B, L>& batch, const tensor<float, shape<>>& lr);
 
 // Writes tensors as DIR/<name>.bin (raw little-endian) listed in DIR/manifest.txt ("name dtype dims...").

@@ -61,7 +61,9 @@ std::string run_id(const options& o, const char* precision) {
   char text[256];
   std::snprintf(text, sizeof text, "char_lm layers=%d precision=%s seed=%" PRIu32 " steps=%d lr=%.9g warmup=%d",
                 static_cast<int>(model::L), precision, o.seed, o.steps, static_cast<double>(o.learning_rate), o.warmup);
-  return text;
+  // The devices sum the loss in another order (not bit-identical to one device): a run of its own. A
+  // 1-device run's identity is as before, so its older checkpoints still resume.
+  return o.devices == 1 ? std::string(text) : std::string(text) + " devices=" + std::to_string(o.devices);
 }
 }  // namespace
 
@@ -163,8 +165,9 @@ int train(const options& o, const corpus& data) {
   double last_train_bits = NAN, validation = NAN;
   std::uint64_t trained_chars = 0, positions = 0, window_steps = 0;
   tensor<float, shape<>> lr;
-  std::printf("char_lm: %zu layers, d_model %zu, %zu heads, %s, %d steps (from %" PRIu64 "), buckets 64x16 128x8 256x4\n",
-              model::L, model::D, model::H, precision, o.steps, first);
+  std::printf("char_lm: %zu layers, d_model %zu, %zu heads, %s, %d steps (from %" PRIu64 "), buckets 64x16 128x8 256x4, "
+              "%d device%s\n",
+              model::L, model::D, model::H, precision, o.steps, first, o.devices, o.devices == 1 ? "" : "s (data parallel)");
   std::fflush(stdout);
 
   for (std::uint64_t g = first; g < static_cast<std::uint64_t>(o.steps); ++g) {
@@ -193,7 +196,14 @@ int train(const options& o, const corpus& data) {
             exported->write(prefix + "mask", lb.mask), exported->write(prefix + "lr", lr);
           }
           profile::scope scope("train_step");
-          const step_result r = train_on<C>(params, opt_state, lb, lr);
+          step_result r;
+          if constexpr (std::is_same_v<C, float>) {  // the data-parallel steps are compiled for f32 (char_lm.cpp)
+            r = o.devices == 4 ? train_on<C, B, L, 4>(params, opt_state, lb, lr)
+                : o.devices == 2 ? train_on<C, B, L, 2>(params, opt_state, lb, lr)
+                                 : train_on<C, B, L, 1>(params, opt_state, lb, lr);
+          } else {
+            r = train_on<C, B, L, 1>(params, opt_state, lb, lr);
+          }
           plans[L].insert(r.plan);
           loss_value = r.loss, norm_value = r.norm;
           chars = lb.chars;
@@ -264,13 +274,16 @@ int train(const options& o, const corpus& data) {
     plan_counts += (plan_counts.empty() ? "" : ", ") + ("\"" + std::to_string(length) + "\": " + std::to_string(set.size()));
   for (const auto& [length, n] : per_bucket)
     bucket_steps += (bucket_steps.empty() ? "" : ", ") + ("\"" + std::to_string(length) + "\": " + std::to_string(n));
-  std::printf("{\"precision\": \"%s\", \"layers\": %d, \"steps\": %d, \"first_step\": %" PRIu64
+  // The share of the training time the devices spent in collectives (the gradients' all-reduce).
+  const double all_reduce_share =
+      train_seconds > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds : 0.0;
+  std::printf("{\"precision\": \"%s\", \"layers\": %d, \"devices\": %d, \"steps\": %d, \"first_step\": %" PRIu64
               ", \"train_bits\": %.4f, \"validation_bits\": %.6f, \"tokens_per_second\": %.0f, \"positions_per_second\": %.0f, "
-              "\"train_seconds\": %.2f, \"input_wait_seconds\": %.3f, \"prefetch_wait_seconds\": %.3f, "
+              "\"train_seconds\": %.2f, \"all_reduce_share\": %.3f, \"input_wait_seconds\": %.3f, \"prefetch_wait_seconds\": %.3f, "
               "\"step_plans\": {%s}, \"steps_per_bucket\": {%s}, \"params_digest\": \"%s\"}\n",
-              precision, static_cast<int>(model::L), o.steps, first, last_train_bits, validation,
+              precision, static_cast<int>(model::L), o.devices, o.steps, first, last_train_bits, validation,
               train_seconds > 0 ? static_cast<double>(trained_chars) / train_seconds : 0.0,
-              train_seconds > 0 ? static_cast<double>(positions) / train_seconds : 0.0, train_seconds, wait_seconds,
+              train_seconds > 0 ? static_cast<double>(positions) / train_seconds : 0.0, train_seconds, all_reduce_share, wait_seconds,
               std::chrono::duration<double>(stream.stats().consumer_wait).count(), plan_counts.c_str(), bucket_steps.c_str(),
               params_digest(params).c_str());
   return drawn ? 0 : 1;

@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <tuple>
 
 #include "tessel/core/tensor.hpp"
 #include "tessel/nn/layers.hpp"
@@ -182,12 +183,24 @@ struct gpt {
         dot_general<axes<2>, axes<1>>(convert_element_type<C>(out), convert_element_type<C>(p.wte)));
   }
 
-  // The mean cross-entropy (nats) over the positions where mask is true.
+  // The cross-entropy (nats) summed over the positions where mask is true, and their number: a tuple of
+  // two f32[]. Data parallel, each device sums its rows and the sums are psummed before the division.
   template <class C, class P, Traced I, Traced Y, Traced M>
-  static constexpr auto loss(P p, I inputs, Y targets, M mask) {
+  static constexpr auto loss_sums(P p, I inputs, Y targets, M mask) {
     auto ce = softmax_cross_entropy_with_integer_labels(logits<C>(p, inputs, mask), targets);
     auto w = convert_element_type<float>(mask);
-    return sum(ce * w) / max(sum(w), 1.0f);
+    return std::tuple{sum(ce * w), sum(w)};
+  }
+
+  // The mean cross-entropy (nats) over the positions where mask is true (0 when there are none).
+  template <Traced S, Traced N>
+  static constexpr auto mean_loss(S summed, N count) {
+    return summed / max(count, 1.0f);
+  }
+  template <class C, class P, Traced I, Traced Y, Traced M>
+  static constexpr auto loss(P p, I inputs, Y targets, M mask) {
+    auto [summed, count] = loss_sums<C>(p, inputs, targets, mask);
+    return mean_loss(summed, count);
   }
 };
 
