@@ -11,7 +11,8 @@
 //           [--trace FILE] [--curve PREFIX] [--export DIR] [--devices 1|2|4] [--check-pipeline]
 //
 // This file: flags, data, the pipeline check, the export format and the parameters' digest. The train
-// step and loop are in char_lm.hpp / char_lm_steps.cpp, validation and sampling in char_lm_eval.cpp.
+// step is in char_lm.hpp / char_lm_step.cpp, the loop in char_lm_train.cpp, validation and sampling in
+// char_lm_eval.cpp.
 #include "char_lm.hpp"
 
 #include <charconv>

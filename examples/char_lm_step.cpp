@@ -34,16 +34,14 @@ step_result train_on(params_t& params, state_t& state, const lm_batch<B, L>& bat
   static const auto step = make_step<C, D>();
   using plan = typename decltype(step)::template traced_for<params_t, state_t, tensor<int32, shape<B, L>>, tensor<int32, shape<B, L>>,
                                                             tensor<bool, shape<B, L>>, tensor<float, shape<>>>;
-  if constexpr (D == 1) {
-    // Parameters and optimizer state are donated: the step writes the new ones into their buffers.
-    auto [p, st, loss, norm] = step(tessel::donate(params), tessel::donate(state), batch.inputs, batch.targets, batch.mask, lr);
-    params = std::move(p), state = std::move(st);
-    return {loss[0], norm[0], &plan::plan};
-  } else {
-    auto [p, st, loss, norm] = step(params, state, batch.inputs, batch.targets, batch.mask, lr);
-    params = std::move(p), state = std::move(st);
-    return {loss[0], norm[0], &plan::plan};
-  }
+  auto [p, st, loss, norm] = [&] {
+    // On one device parameters and optimizer state are donated: the step writes the new ones into their
+    // buffers (shard_map takes no donation).
+    if constexpr (D == 1) return step(tessel::donate(params), tessel::donate(state), batch.inputs, batch.targets, batch.mask, lr);
+    else return step(params, state, batch.inputs, batch.targets, batch.mask, lr);
+  }();
+  params = std::move(p), state = std::move(st);
+  return {loss[0], norm[0], &plan::plan};
 }
 
 template step_result train_on<std::conditional_t<TESSEL_LM_BF16, tessel::bfloat16, float>, TESSEL_LM_BATCH, TESSEL_LM_LENGTH,
