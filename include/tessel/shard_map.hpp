@@ -11,7 +11,11 @@
 // device gets its block; an argument is the same on every device along the axes its spec does not name.
 // out_specs: one per returned tuple element (or one for all): blocks are concatenated along the named axes;
 // along the others the result must be the same on every device, which tracing proves (a compile error
-// otherwise, transform/shard_map.hpp). Trees (structs of parameters) and scalars pass whole (P<>).
+// otherwise, transform/shard_map.hpp). A spec given for a tree (a parameter struct, a tuple, an array)
+// holds for every leaf (JAX's prefix specs): f sees the tree of blocks, and a struct split on the way in
+// comes back as the same struct of global arrays; scalars pass whole (P<>).
+//
+//   auto step = shard_map<M, specs<P<"data">, P<"data">>, specs<P<"data">, P<"data">>>(update);   // params, state: net<>
 //
 // f is traced and planned once per list of argument types, at the block shapes. Each device runs the plan on
 // its own thread with its own arena (run/mesh.hpp); a block that is one contiguous piece of an argument or
@@ -44,10 +48,25 @@
 namespace tessel {
 namespace shard_detail {
 
-// The global type of a result leaf made of blocks laid out by Spec.
+// The same struct over the tensor family: mlp<F> -> mlp<tensor> (other trees are their own).
+template <class X>
+struct over_tensors {
+  using type = X;
+};
+template <template <template <class, class> class> class P, template <class, class> class F>
+struct over_tensors<P<F>> {
+  using type = P<tensor>;
+};
+
+// The global type of a result made of blocks laid out by Spec: a tensor's dimensions multiplied, a tree's
+// leaves each so. A struct of blocks comes back as the struct over tensors when its leaves are those
+// global arrays (a parameter struct split on the way in and put together on the way out).
 template <class M, class Spec, class X>
 struct global_result {
-  using type = X;
+  using blocks = tree::rebind_t<X, global_family<M, Spec, tensor>::template type>;
+  using type = std::conditional_t<Spec::rank == 0, X,
+                                  std::conditional_t<std::is_same_v<tree::leaf_types_t<blocks>, tree::leaf_types_t<typename over_tensors<X>::type>>,
+                                                     typename over_tensors<X>::type, blocks>>;
 };
 template <class M, class Spec, class T, class S>
 struct global_result<M, Spec, tensor<T, S>> {
@@ -284,13 +303,11 @@ class sharded {
   // device's block (in place when contiguous, else a copy).
   template <class Spec, class A, class Job>
   static void place_argument(const A& a, std::size_t& leaf, Job& job) {
-    if constexpr (!is_tensor_v<A>) {
-      const void* leaves[shard_detail::leaf_count<A>() + 1];
-      std::size_t n = 0;
-      detail::argument_pointers(a, leaves, n);
-      for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d)
-        for (std::size_t l = 0; l < n; ++l) job.parameters[d][leaf + l] = leaves[l];
-      leaf += n;
+    if constexpr (DType<A>) {
+      for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) job.parameters[d][leaf] = &a;
+      ++leaf;
+    } else if constexpr (!is_tensor_v<A>) {
+      tree::for_each(a, [&](const auto& part) { place_argument<Spec>(part, leaf, job); });
     } else {
       using T = typename A::value_type;
       using S = typename A::shape_type;

@@ -25,13 +25,7 @@ T random_tensor(std::uint32_t seed, float scale = 1) {
 
 template <class A, class B>
 void expect_close(const A& got, const B& want, const char* what, double rtol = 1e-6) {
-  static_assert(A::size == B::size);
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < A::size; ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(got.data()[i]) - want.data()[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want.data()[i])));
-  }
-  EXPECT_LE(worst, rtol * scale) << what << ": largest difference " << worst << " against largest value " << scale;
+  tessel::testing::expect_close_at_scale(got, want, what, rtol);
 }
 
 // The kernels of a plan whose root is the named primitive (a collective is a kernel of its own).

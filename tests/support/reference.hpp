@@ -2,6 +2,7 @@
 // Random inputs and reference comparisons for the primitive tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -54,6 +55,19 @@ template <class S, class Ref>
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// Every element of `got` within rtol times the largest magnitude of `want` of its counterpart: a whole
+// computation (a sharded step against one device's) compared at the scale of its result.
+template <class A, class B>
+void expect_close_at_scale(const A& got, const B& want, const char* what, double rtol) {
+  static_assert(A::size == B::size);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < A::size; ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got.data()[i]) - want.data()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want.data()[i])));
+  }
+  EXPECT_LE(worst, rtol * scale) << what << ": largest difference " << worst << " against largest value " << scale;
 }
 
 }  // namespace tessel::testing

@@ -274,39 +274,45 @@ constexpr std::size_t block_index(std::size_t device, std::size_t d) {
 template <class M, class Spec, class X>
 inline constexpr spec_check check_v = check<M, Spec, shape_of<X>::rank>(shape_of<X>::dims);
 
+// What is wrong with Spec for a T[S] X, the part of the spec check's message after its subject.
+template <class M, class Spec, class X>
+constexpr message_builder& append_spec_problem(message_builder& m) {
+  using S = shape_of<X>;
+  constexpr spec_check c = check_v<M, Spec, X>;
+  if constexpr (c.problem == spec_problem::too_long) {
+    m << "the spec has " << static_cast<std::uint64_t>(Spec::rank) << " entries but the value has rank "
+      << static_cast<std::uint64_t>(S::rank) << "; fix: give at most one entry per dimension (P<> for a scalar)";
+  } else if constexpr (c.problem == spec_problem::unknown_axis) {
+    m << "dimension " << static_cast<std::uint64_t>(c.dim) << " names axis '" << c.name.view()
+      << "', which the mesh does not have; fix: name one of the mesh's axes, or add that axis to the mesh";
+  } else if constexpr (c.problem == spec_problem::repeated_axis) {
+    m << "axis '" << c.name.view() << "' is named twice (again at dimension " << static_cast<std::uint64_t>(c.dim)
+      << "); a mesh axis splits at most one dimension; fix: name each axis at most once";
+  } else if constexpr (c.problem == spec_problem::indivisible) {
+    m << "dimension " << static_cast<std::uint64_t>(c.dim) << " (of size " << static_cast<std::uint64_t>(S::dims[c.dim])
+      << ") is split over ";
+    append_entry(m, Spec::entries[c.dim]) << " of total size " << static_cast<std::uint64_t>(splits<M, Spec>(c.dim))
+      << ", which does not divide " << static_cast<std::uint64_t>(S::dims[c.dim])
+      << "; fix: change the mesh's axis sizes, change the spec, or pad the array to a multiple of "
+      << static_cast<std::uint64_t>(splits<M, Spec>(c.dim));
+  }
+  return m;
+}
+
 // The spec check's message, for an argument (Side "in", "args") or a result (Side "out", "results").
 template <fixed_string Function, fixed_string Side, std::size_t Index, class M, class Spec, class X>
 consteval bool require_valid_spec() {
-  using S = shape_of<X>;
   if constexpr (check_v<M, Spec, X>.problem == spec_problem::none) {
     return true;
   } else {
     raise<fit<[] {
       message_builder m;
       constexpr bool in = Side.view() == std::string_view("in");
-      constexpr spec_check c = check_v<M, Spec, X>;
       m << Function << ": " << Side << "_specs[" << static_cast<std::uint64_t>(Index) << "] is ";
       Spec::append(m) << ", for " << (in ? "args[" : "results[") << static_cast<std::uint64_t>(Index) << "] of type ";
       append_type<X>(m) << " on a ";
       M::append(m) << ": ";
-      if constexpr (c.problem == spec_problem::too_long) {
-        m << "the spec has " << static_cast<std::uint64_t>(Spec::rank) << " entries but the value has rank "
-          << static_cast<std::uint64_t>(S::rank) << "; fix: give at most one entry per dimension (P<> for a scalar)";
-      } else if constexpr (c.problem == spec_problem::unknown_axis) {
-        m << "dimension " << static_cast<std::uint64_t>(c.dim) << " names axis '" << c.name.view()
-          << "', which the mesh does not have; fix: name one of the mesh's axes, or add that axis to the mesh";
-      } else if constexpr (c.problem == spec_problem::repeated_axis) {
-        m << "axis '" << c.name.view() << "' is named twice (again at dimension " << static_cast<std::uint64_t>(c.dim)
-          << "); a mesh axis splits at most one dimension; fix: name each axis at most once";
-      } else {
-        m << "dimension " << static_cast<std::uint64_t>(c.dim) << " (of size " << static_cast<std::uint64_t>(S::dims[c.dim])
-          << ") is split over ";
-        append_entry(m, Spec::entries[c.dim]) << " of total size " << static_cast<std::uint64_t>(splits<M, Spec>(c.dim))
-          << ", which does not divide " << static_cast<std::uint64_t>(S::dims[c.dim])
-          << "; fix: change the mesh's axis sizes, change the spec, or pad the array to a multiple of "
-          << static_cast<std::uint64_t>(splits<M, Spec>(c.dim));
-      }
-      return m;
+      return append_spec_problem<M, Spec, X>(m);
     }>(), X>();
     return false;
   }

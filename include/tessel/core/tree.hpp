@@ -26,8 +26,10 @@
 #include <boost/hana/define_struct.hpp>
 #include <boost/hana/first.hpp>
 #include <boost/hana/for_each.hpp>
+#include <boost/hana/pair.hpp>
 #include <boost/hana/second.hpp>
 #include <boost/hana/string.hpp>
+#include <boost/hana/tuple.hpp>
 #include <boost/hana/unpack.hpp>
 
 #include "tessel/core/tensor.hpp"
@@ -143,6 +145,108 @@ consteval std::size_t leaf_count() {
   X x{};
   tree::for_each(x, [&](const auto&) { ++n; });
   return n;
+}
+
+// The leaf types of a tree type, in tree order, as a std::tuple (only types: leaves may be tensors).
+template <class X>
+struct leaf_types;
+template <class X>
+using leaf_types_t = typename leaf_types<std::remove_cvref_t<X>>::type;
+
+template <class... Lists>
+struct joined {
+  using type = std::tuple<>;
+};
+template <class... A>
+struct joined<std::tuple<A...>> {
+  using type = std::tuple<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct joined<std::tuple<A...>, std::tuple<B...>, Rest...> : joined<std::tuple<A..., B...>, Rest...> {};
+
+template <class X, class Accessors>
+struct member_leaf_types;
+template <class X, class... Name, class... Get>
+struct member_leaf_types<X, boost::hana::tuple<boost::hana::pair<Name, Get>...>>
+    : joined<leaf_types_t<decltype(std::declval<const Get&>()(std::declval<X&>()))>...> {};
+
+template <class X>
+  requires Leaf<X>
+struct leaf_types<X> {
+  using type = std::tuple<X>;
+};
+template <class... X>
+struct leaf_types<std::tuple<X...>> : joined<leaf_types_t<X>...> {};
+template <class X, std::size_t N>
+struct leaf_types<std::array<X, N>> {
+  template <std::size_t... I>
+  static auto repeat(std::index_sequence<I...>) -> typename joined<std::conditional_t<I == I, leaf_types_t<X>, void>...>::type;
+  using type = decltype(repeat(std::make_index_sequence<N>{}));
+};
+template <class X>
+  requires(!Leaf<X> && Struct<X>)
+struct leaf_types<X> : member_leaf_types<X, std::remove_cvref_t<decltype(boost::hana::accessors<X>())>> {};
+
+// The dotted name of leaf k of a tree type ("layer1.w", "0.b"), as for_each_named gives it, for messages
+// made at compile time.
+struct leaf_name_text {
+  std::array<char, 96> text{};
+  std::size_t size = 0;
+  constexpr void append(std::string_view part) {
+    if (size != 0 && size < text.size()) text[size++] = '.';
+    for (char c : part)
+      if (size < text.size()) text[size++] = c;
+  }
+  constexpr void append(std::size_t index) {
+    char digits[24]{};
+    int n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + index % 10);
+      index /= 10;
+    } while (index != 0);
+    std::array<char, 24> part{};
+    for (int i = 0; i < n; ++i) part[static_cast<std::size_t>(i)] = digits[n - 1 - i];
+    append(std::string_view(part.data(), static_cast<std::size_t>(n)));
+  }
+  constexpr std::string_view view() const { return {text.data(), size}; }
+};
+
+// Walks the tree type to leaf k (counted down in `k`), appending the names on the way; true once there.
+template <class X>
+constexpr bool find_leaf_name(std::size_t& k, leaf_name_text& name) {
+  using plain = std::remove_cvref_t<X>;
+  const std::size_t mark = name.size;
+  bool found = false;
+  if constexpr (Leaf<plain>) {
+    if (k == 0) return true;
+    --k;
+    return false;
+  } else if constexpr (is_tuple_v<plain>) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((found || (name.size = mark, name.append(I), found = find_leaf_name<std::tuple_element_t<I, plain>>(k, name))), ...);
+    }(std::make_index_sequence<std::tuple_size_v<plain>>{});
+  } else if constexpr (is_array_v<plain>) {
+    for (std::size_t i = 0; i < std::tuple_size_v<plain> && !found; ++i) {
+      name.size = mark;
+      name.append(i);
+      found = find_leaf_name<typename plain::value_type>(k, name);
+    }
+  } else {
+    boost::hana::for_each(boost::hana::accessors<plain>(), [&](auto pair) {
+      if (found) return;
+      name.size = mark;
+      name.append(std::string_view(boost::hana::to<const char*>(boost::hana::first(pair))));
+      found = find_leaf_name<decltype(boost::hana::second(pair)(std::declval<plain&>()))>(k, name);
+    });
+  }
+  if (!found) name.size = mark;
+  return found;
+}
+template <class X>
+constexpr leaf_name_text leaf_name(std::size_t k) {
+  leaf_name_text name;
+  find_leaf_name<X>(k, name);
+  return name;
 }
 
 // A tree of X's structure whose leaves are f(leaf of x, leaf of ys...) — the leaves' types are kept,

@@ -44,10 +44,24 @@ struct spec_at<I, specs<S...>> {
 template <std::size_t I, class Specs>
 using spec_at_t = typename spec_at<I, Specs>::type;
 
-// What a device receives for an argument: a tensor's block; trees and scalars whole (their spec is P<>).
+// A tensor family whose leaves are the blocks one device holds of Spec's layout over M (JAX's prefix
+// specs: one PartitionSpec stands for every leaf of a tree), and its inverse, the global arrays of blocks.
+template <class M, class Spec>
+struct block_family {
+  template <class T, class S>
+  using type = tensor<T, sharding::local_shape_t<M, Spec, S>>;
+};
+template <class M, class Spec, template <class, class> class Blocks>
+struct global_family {
+  template <class T, class S>
+  using type = tensor<T, sharding::global_shape_t<M, Spec, typename Blocks<T, S>::shape_type>>;
+};
+
+// What a device receives for an argument: a tensor's block; a tree with every leaf its block (the tree
+// itself when its spec is P<>); a scalar whole (its spec is P<>).
 template <class M, class Spec, class A>
 struct local_arg {
-  using type = A;
+  using type = std::conditional_t<Spec::rank == 0 || DType<A>, A, tree::rebind_t<A, block_family<M, Spec>::template type>>;
 };
 template <class M, class Spec, class T, class S>
 struct local_arg<M, Spec, tensor<T, S>> {
@@ -88,7 +102,37 @@ struct context {
   static constexpr std::uint8_t varying(std::size_t leaf) { return masks[leaf]; }
 };
 
-// The arguments' specs: one per argument, each valid for its argument (a tree or scalar takes P<> only).
+// A PartitionSpec given for a whole tree holds for each of its leaves (JAX's prefix specs): each leaf is
+// checked as an argument (Side "in") or result (Side "out") would be, and the message names the leaf.
+template <fixed_string Side, std::size_t Index, class M, class Spec, class Tree, std::size_t Leaf, class X>
+consteval bool require_valid_leaf_spec() {
+  if constexpr (sharding::check_v<M, Spec, X>.problem == sharding::spec_problem::none) {
+    return true;
+  } else {
+    raise<fit<[] {
+      message_builder m;
+      constexpr bool in = Side.view() == std::string_view("in");
+      constexpr auto name = tree::leaf_name<Tree>(Leaf);
+      m << "tessel::shard_map: " << Side << "_specs[" << static_cast<std::uint64_t>(Index) << "] is ";
+      Spec::append(m) << ", which holds for every leaf of " << (in ? "args[" : "results[") << static_cast<std::uint64_t>(Index)
+                      << "] (a tree), and leaf " << static_cast<std::uint64_t>(Leaf) << " ('" << name.view() << "') is of type ";
+      append_type<X>(m) << " on a ";
+      M::append(m) << ": ";
+      return sharding::append_spec_problem<M, Spec, X>(m);
+    }>(), X>();
+    return false;
+  }
+}
+template <fixed_string Side, std::size_t Index, class M, class Spec, class Tree>
+consteval bool require_valid_leaf_specs() {
+  using leaves = tree::leaf_types_t<Tree>;
+  return []<std::size_t... L>(std::index_sequence<L...>) {
+    return (require_valid_leaf_spec<Side, Index, M, Spec, Tree, L, std::tuple_element_t<L, leaves>>() && ...);
+  }(std::make_index_sequence<std::tuple_size_v<leaves>>{});
+}
+
+// The arguments' specs: one per argument, each valid for its argument (for each leaf of a tree; a scalar
+// takes P<> only).
 template <class M, class InSpecs, class... Args>
 consteval bool check_arguments() {
   if constexpr (spec_count<InSpecs>::value != sizeof...(Args)) {
@@ -108,15 +152,17 @@ consteval bool check_arguments() {
           return false;
         } else if constexpr (is_tensor_v<A>) {
           return sharding::require_valid_spec<"tessel::shard_map", "in", I, M, Spec, A>();
-        } else if constexpr (Spec::rank != 0) {
+        } else if constexpr (Spec::rank == 0) {
+          return true;
+        } else if constexpr (DType<A>) {
           raise<fit<[] {
             return message_builder{} << "tessel::shard_map: args[" << static_cast<std::uint64_t>(I)
-                                     << "] is a tree (struct, tuple or array) or a scalar, and splits only tensors: its in_spec must be P<>; "
-                                        "fix: pass the tensors to split as arguments of their own";
+                                     << "] is a scalar, which has no dimension to split: its in_spec must be P<>; "
+                                        "fix: write P<> for it, or pass a tensor";
           }>(), A>();
           return false;
         } else {
-          return true;
+          return require_valid_leaf_specs<"in", I, M, Spec, A>();
         }
       }() && ...);
     }(std::index_sequence_for<Args...>{});
@@ -207,15 +253,11 @@ consteval bool check_out_spec() {
   } else if constexpr (Traced<X>) {
     using global = tensor_type<typename X::value_type, sharding::global_shape_t<M, Spec, typename X::shape_type>>;
     return sharding::require_valid_spec<"tessel::shard_map", "out", I, M, Spec, global>();
-  } else if constexpr (Spec::rank != 0) {
-    raise<fit<[] {
-      return message_builder{} << "tessel::shard_map: results[" << static_cast<std::uint64_t>(I)
-                               << "] is a tree (struct, tuple or array), and only tensors are concatenated: its out_spec must be P<>; "
-                                  "fix: return the tensors to concatenate as elements of a std::tuple";
-    }>(), X>();
-    return false;
-  } else {
+  } else if constexpr (Spec::rank == 0) {
     return true;
+  } else {
+    using global = tree::rebind_t<X, global_family<M, Spec, tracer>::template type>;
+    return require_valid_leaf_specs<"out", I, M, Spec, global>();
   }
 }
 template <class M, class OutSpecs, class R>
