@@ -208,9 +208,11 @@ corpus load(const options& o) {
     c.longest_record = std::max(c.longest_record, text.records[r].text.size());
   }
   for (const std::size_t r : split.validation) c.validation_chars += text.records[r].text.size();
+  c.train_words = td::vocabulary(text.records, split.train);
   std::printf("data: %zu records (%zu train chunks, %zu characters; %zu validation chunks, %zu characters); longest "
-              "record %zu characters\n",
-              c.records, c.train.chunks.size(), c.train_chars, c.validation.chunks.size(), c.validation_chars, c.longest_record);
+              "record %zu characters; %zu words seen twice in training\n",
+              c.records, c.train.chunks.size(), c.train_chars, c.validation.chunks.size(), c.validation_chars, c.longest_record,
+              c.train_words.size());
   return c;
 }
 

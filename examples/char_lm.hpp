@@ -77,6 +77,7 @@ struct corpus {
   td::chunked_text train, validation;
   std::size_t train_chars = 0, validation_chars = 0, records = 0, longest_record = 0;
   std::uint64_t train_byte_sum = 0;  // of the training records' bytes, read before chunking
+  td::vocabulary train_words;  // seen twice in the training records: a sample's known words are counted in it
 };
 
 // The learning rate of step g (0-based): linear warm-up from 0 to peak over `warmup` steps, then cosine

@@ -163,6 +163,7 @@ int train(const options& o, const corpus& data) {
   std::map<std::size_t, std::uint64_t> per_bucket;
   double train_seconds = 0, wait_seconds = 0, window_loss = resumed_window[0], window_chars = resumed_window[1];
   double last_train_bits = NAN, validation = NAN;
+  td::vocabulary::count sample_letters;  // of the last sample
   std::uint64_t trained_chars = 0, positions = 0, window_steps = 0;
   tensor<float, shape<>> lr;
   std::printf("char_lm: %zu layers, d_model %zu, %zu heads, %s, %d steps (from %" PRIu64 "), buckets 64x16 128x8 256x4, "
@@ -242,7 +243,9 @@ int train(const options& o, const corpus& data) {
       profile::scope scope("sample");
       const std::string text = sample(params, o.prompt, static_cast<std::size_t>(o.sample_length), o.temperature,
                                       tessel::random::fold_in(sample_key, static_cast<std::uint32_t>(g)));
-      std::printf("sample at step %" PRIu64 ": %s%s\n----\n", g + 1, o.prompt.c_str(), text.c_str());
+      sample_letters = data.train_words.known_letters(text);
+      std::printf("sample at step %" PRIu64 " (%.0f%% of its words' letters in words seen twice in training): %s%s\n----\n", g + 1,
+                  100 * sample_letters.share(), o.prompt.c_str(), text.c_str());
     }
     std::fflush(stdout);
     if (ckpt && ((o.save_every > 0 && (g + 1) % static_cast<std::uint64_t>(o.save_every) == 0) || last)) {
@@ -277,11 +280,19 @@ int train(const options& o, const corpus& data) {
   // The share of the training time the devices spent in collectives (the gradients' all-reduce).
   const double all_reduce_share =
       train_seconds > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds : 0.0;
+  // JSON has no NaN: a figure not measured in this run (no evaluation window, no sample) is null.
+  auto figure = [](double v, int digits) {
+    char text[32];
+    if (std::isnan(v)) return std::string("null");
+    std::snprintf(text, sizeof text, "%.*f", digits, v);
+    return std::string(text);
+  };
   std::printf("{\"precision\": \"%s\", \"layers\": %d, \"devices\": %d, \"steps\": %d, \"first_step\": %" PRIu64
-              ", \"train_bits\": %.4f, \"validation_bits\": %.6f, \"tokens_per_second\": %.0f, \"positions_per_second\": %.0f, "
+              ", \"train_bits\": %s, \"validation_bits\": %.6f, \"sample_known_letters\": %s, \"tokens_per_second\": %.0f, \"positions_per_second\": %.0f, "
               "\"train_seconds\": %.2f, \"all_reduce_share\": %.3f, \"input_wait_seconds\": %.3f, \"prefetch_wait_seconds\": %.3f, "
               "\"step_plans\": {%s}, \"steps_per_bucket\": {%s}, \"params_digest\": \"%s\"}\n",
-              precision, static_cast<int>(model::L), o.devices, o.steps, first, last_train_bits, validation,
+              precision, static_cast<int>(model::L), o.devices, o.steps, first, figure(last_train_bits, 4).c_str(), validation,
+              figure(sample_letters.total == 0 ? NAN : sample_letters.share(), 3).c_str(),
               train_seconds > 0 ? static_cast<double>(trained_chars) / train_seconds : 0.0,
               train_seconds > 0 ? static_cast<double>(positions) / train_seconds : 0.0, train_seconds, all_reduce_share, wait_seconds,
               std::chrono::duration<double>(stream.stats().consumer_wait).count(), plan_counts.c_str(), bucket_steps.c_str(),

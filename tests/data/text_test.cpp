@@ -189,6 +189,31 @@ TEST(TextChunks, RejectsAZeroLengthAndABadIndex) {
   EXPECT_THROW(td::chunk_records(records, which, 4), std::out_of_range);
 }
 
+TEST(Words, LetterRunsLowerCasedWithInnerApostrophes) {
+  EXPECT_EQ(td::words_of("Don't PANIC -- it's' 'a' b2c\tRock'n'roll!"), (std::vector<std::string>{"don't", "panic", "it's", "a", "b", "c", "rock'n'roll"}));
+  EXPECT_TRUE(td::words_of(" 42 -- ").empty());
+  EXPECT_EQ(td::words_of("caf\xc3\xa9s"), (std::vector<std::string>{"caf", "s"}));  // ASCII letters only
+}
+
+TEST(Words, VocabularyKeepsWordsSeenTwiceAndCountsTheKnownLettersOfASample) {
+  const std::vector<td::text_record> records{{"The cat sat."}, {"the CAT ran; a dog sat"}, {"Zyzzyva"}, {"not this one: zyzzyva"}};
+  const std::vector<std::size_t> train{0, 1, 2};
+  const td::vocabulary v(records, train);
+  EXPECT_EQ(v.size(), 3u);  // the, cat, sat: seen twice; ran, a, dog, zyzzyva once in the train records
+  EXPECT_TRUE(v.contains("cat"));
+  EXPECT_FALSE(v.contains("dog"));
+  EXPECT_FALSE(v.contains("zyzzyva"));
+  const auto c = v.known_letters("the cat doggy sat. The ca");  // "ca" is unfinished: the text ends in it
+  EXPECT_EQ(c.known, 12u);  // the cat sat the
+  EXPECT_EQ(c.total, 17u);  // and doggy
+  EXPECT_DOUBLE_EQ(c.share(), 12.0 / 17.0);
+  EXPECT_EQ(v.known_letters("the cat.").total, 6u);  // a finished last word counts
+  EXPECT_EQ(v.known_letters("don't.").total, 4u);    // letters, not the apostrophe
+  EXPECT_EQ(v.known_letters("").share(), 0.0);
+  const std::vector<std::size_t> past{0, 4};
+  EXPECT_THROW(td::vocabulary(records, past), std::out_of_range);
+}
+
 // Debian's fortunes + fortunes-min (or $TESSEL_FORTUNES_DIR): what a language model would train on.
 TEST(FortunePackages, ReadsTheInstalledFiles) {
   const auto dir = td::fortunes_dir();

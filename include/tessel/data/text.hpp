@@ -1,7 +1,8 @@
 #pragma once
 // Text for a byte-level language model: fortune files (the format of Debian's `fortunes` and
 // `fortunes-min`), byte tokens, a deterministic train/validation split, and records cut to fit the
-// longest bucket of bucket_by_length (bucket.hpp), which pads them into static shapes with masks.
+// longest bucket of bucket_by_length (bucket.hpp), which pads them into static shapes with masks; and
+// the words of the training text, to tell how much of a sample is words (vocabulary).
 //
 //   namespace td = tessel::data;
 //   const td::text_corpus corpus = td::read_fortunes(td::fortunes_dir());     // every file of the directory
@@ -25,6 +26,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -269,5 +272,71 @@ inline chunked_text chunk_records(std::span<const text_record> records, std::siz
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   return chunk_records(records, all, max_length);
 }
+
+// The words of a text, for judging a language model's samples: maximal runs of ASCII letters, an
+// apostrophe between two letters joining them ("don't"), lower-cased.
+namespace detail {
+inline bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+}  // namespace detail
+
+inline std::vector<std::string> words_of(std::string_view text) {
+  std::vector<std::string> out;
+  std::string word;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ' ';
+    if (detail::is_ascii_letter(c)) {
+      word += static_cast<char>(c | 0x20);
+    } else if (c == '\'' && !word.empty() && i + 1 < text.size() && detail::is_ascii_letter(text[i + 1])) {
+      word += c;
+    } else if (!word.empty()) {
+      out.push_back(std::move(word));
+      word.clear();
+    }
+  }
+  return out;
+}
+
+// The words seen at least `min_count` times in some records (words_of's words): a typo or a long fragment
+// is rarely seen twice. known_letters(text) says how much of a text is words it holds, counted in letters
+// (a stray "e" or "st", seen often enough as initials and abbreviations, weighs little): how much of a
+// language model's sample is words of the language, as one number.
+class vocabulary {
+ public:
+  vocabulary() = default;
+  vocabulary(std::span<const text_record> records, std::span<const std::size_t> which, std::size_t min_count = 2) {
+    std::map<std::string, std::size_t, std::less<>> counts;
+    for (const std::size_t r : which) {
+      if (r >= records.size())
+        throw std::out_of_range("tessel::data::vocabulary: record " + std::to_string(r) + " of " + std::to_string(records.size()));
+      for (std::string& w : words_of(records[r].text)) ++counts[std::move(w)];
+    }
+    for (auto& [w, n] : counts)
+      if (n >= min_count) words_.push_back(w);  // in order: a sorted vector, searched by bisection
+  }
+
+  bool contains(std::string_view word) const { return std::binary_search(words_.begin(), words_.end(), word); }
+  std::size_t size() const { return words_.size(); }
+
+  struct count {
+    std::size_t known = 0, total = 0;  // letters of words in the vocabulary, letters of all words
+    double share() const { return total == 0 ? 0.0 : static_cast<double>(known) / static_cast<double>(total); }
+  };
+  // The letters of a text's words and those of its words in the vocabulary, leaving out an unfinished last
+  // word (the text ends inside it: a sample cut at its length).
+  count known_letters(std::string_view text) const {
+    std::vector<std::string> ws = words_of(text);
+    if (!ws.empty() && detail::is_ascii_letter(text.back())) ws.pop_back();
+    count c;
+    for (const std::string& w : ws) {
+      const auto letters = static_cast<std::size_t>(std::count_if(w.begin(), w.end(), detail::is_ascii_letter));
+      c.total += letters;
+      c.known += contains(w) ? letters : 0;
+    }
+    return c;
+  }
+
+ private:
+  std::vector<std::string> words_;
+};
 
 }  // namespace tessel::data
