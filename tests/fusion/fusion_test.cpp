@@ -152,6 +152,41 @@ TEST(Fusion, MultiUseValuesAreMaterialisedOnce) {
   EXPECT_FLOAT_EQ(d(4, 2), 2 * std::exp(x(2, 4)));
 }
 
+// A reshape of a buffer some kernel stores whole (a transpose, a matmul) is that buffer: no copy kernel.
+// Attention merges its heads so: [B, T, H, Dh] -> [B, T, H * Dh], then a matmul.
+TEST(Fusion, ReshapeOfAStoredBufferIsThatBuffer) {
+  const auto f = [](auto x, auto w) {
+    const auto merged = tessel::reshape<shape<2, 6, 12>>(tessel::transpose<0, 2, 1, 3>(x));  // x: [2, 3 heads, 6, 4]
+    const auto flat = tessel::reshape<shape<12, 12>>(merged);
+    return tessel::reshape<shape<2, 6, 12>>(tessel::matmul(flat, w)) * 2.0f;
+  };
+  const auto x = random_tensor<float, shape<2, 3, 6, 4>>(5);
+  const auto w = random_tensor<float, shape<12, 12>>(6);
+  constexpr auto& p = plan_of(f, x, w);
+  constexpr int copies = [] {
+    int n = 0;
+    for (int k = 0; k < p.kernel_count; ++k) {
+      const auto& kr = p.kernels[static_cast<std::size_t>(k)];
+      bool only_reshapes = kr.kind == tessel::plan::kernel_kind::loop;
+      for (int m = 0; m < kr.member_count; ++m)
+        only_reshapes = only_reshapes && p.node(p.members[static_cast<std::size_t>(kr.first_member + m)]).prim->kind == tessel::ir::prim_kind::reshape;
+      n += only_reshapes;
+    }
+    return n;
+  }();
+  static_assert(copies == 0, "no kernel only copies a reshape");
+  static_assert(p.kernel_count == 3, "the transpose, the matmul and the scaling (which reads the matmul's bytes reshaped)");
+  const auto y = jit(f)(x, w);
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t t = 0; t < 6; ++t)
+      for (std::size_t o = 0; o < 12; ++o) {
+        double r = 0;
+        for (std::size_t h = 0; h < 3; ++h)
+          for (std::size_t d = 0; d < 4; ++d) r += static_cast<double>(x(b, h, t, d)) * w(h * 4 + d, o);
+        EXPECT_NEAR(y(b, t, o), 2 * r, 1e-4) << b << " " << t << " " << o;
+      }
+}
+
 // A broadcast of an iota that no kernel stores computes the iota where it reads it (it read a buffer that
 // did not exist before: vmap leaves an iota unbatched under a batched broadcast, as in a vmapped
 // random::uniform<shape<N>>).

@@ -283,11 +283,21 @@ struct builder {
       int k = -1;
       if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
         k = common_kernel[ii];
-      if (k < 0 && kind == ir::prim_kind::reshape && !is_output[ii] &&
-          nd(n.operand(0)).prim->kind == ir::prim_kind::parameter) {
-        out.materialized[ii] = true;
-        out.alias_of[ii] = n.operand(0);
-        continue;
+      // A reshape no loop takes in is its operand's bytes: a parameter's, or those of a kernel that stores a
+      // whole buffer anyway (a layout change, a contraction, a reduction) in the same region (an alias's
+      // readers extend its operand's life, which is only sound within one region).
+      if (k < 0 && kind == ir::prim_kind::reshape && !is_output[ii]) {
+        int from = n.operand(0);
+        while (nd(from).prim->kind == ir::prim_kind::reshape) from = nd(from).operand(0);  // a reshape of a reshape
+        const auto from_kind = nd(from).prim->kind;
+        const bool whole = from_kind == ir::prim_kind::layout || from_kind == ir::prim_kind::contraction || from_kind == ir::prim_kind::reduce;
+        if (from_kind == ir::prim_kind::parameter || (whole && region_of[static_cast<std::size_t>(from)] == region_of[ii])) {
+          out.materialized[ii] = true;
+          out.alias_of[ii] = from;
+          common_kernel[static_cast<std::size_t>(from)] = -2;  // stored whole, in no consumer's loop
+          whole_buffer_operand[static_cast<std::size_t>(from)] = true;
+          continue;
+        }
       }
       if (k < 0) {
         out.materialized[ii] = true;

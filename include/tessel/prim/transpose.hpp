@@ -14,7 +14,8 @@
 namespace tessel {
 namespace prim {
 
-// Copies element by element in the result's order, walking the operand with permuted strides.
+// Copies in the result's order, walking the operand with permuted strides: row by row when the last axis
+// stays last, else element by element.
 template <std::size_t Bytes>
 void permute_copy(const ir::node& n, const ir::node& operand, const unsigned char* in, unsigned char* out) {
   const std::size_t rank = n.shape.rank;
@@ -30,7 +31,10 @@ void permute_copy(const ir::node& n, const ir::node& operand, const unsigned cha
   const std::size_t inner_stride = rank ? stride_of_out_axis[rank - 1] : 0;
   std::size_t offset = 0;
   for (std::size_t o = 0; o < total; o += inner) {
-    for (std::size_t j = 0; j < inner; ++j) std::memcpy(out + (o + j) * Bytes, in + (offset + j * inner_stride) * Bytes, Bytes);
+    if (inner_stride == 1)  // the last axis stays last (heads split or merged): each row is one run
+      std::memcpy(out + o * Bytes, in + offset * Bytes, inner * Bytes);
+    else
+      for (std::size_t j = 0; j < inner; ++j) std::memcpy(out + (o + j) * Bytes, in + (offset + j * inner_stride) * Bytes, Bytes);
     for (std::size_t axis = rank - 1; axis-- > 0;) {  // advance the odometer over the outer axes
       offset += stride_of_out_axis[axis];
       if (++index[axis] < n.shape.d[axis]) break;
