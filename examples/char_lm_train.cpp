@@ -163,7 +163,8 @@ int train(const options& o, const corpus& data) {
   std::map<std::size_t, std::uint64_t> per_bucket;
   double train_seconds = 0, wait_seconds = 0, window_loss = resumed_window[0], window_chars = resumed_window[1];
   double last_train_bits = NAN, validation = NAN;
-  td::vocabulary::count sample_letters;  // of the last sample
+  td::vocabulary::count sample_letters;  // of the last sample; at the end, of final_samples samples
+  constexpr std::uint32_t final_samples = 8;
   std::uint64_t trained_chars = 0, positions = 0, window_steps = 0;
   tensor<float, shape<>> lr;
   std::printf("char_lm: %zu layers, d_model %zu, %zu heads, %s, %d steps (from %" PRIu64 "), buckets 64x16 128x8 256x4, "
@@ -241,11 +242,21 @@ int train(const options& o, const corpus& data) {
     }
     if (o.sample_every > 0 && ((g + 1) % static_cast<std::uint64_t>(o.sample_every) == 0 || last)) {
       profile::scope scope("sample");
-      const std::string text = sample(params, o.prompt, static_cast<std::size_t>(o.sample_length), o.temperature,
-                                      tessel::random::fold_in(sample_key, static_cast<std::uint32_t>(g)));
+      const auto step_key = tessel::random::fold_in(sample_key, static_cast<std::uint32_t>(g));
+      const std::string text = sample(params, o.prompt, static_cast<std::size_t>(o.sample_length), o.temperature, step_key);
       sample_letters = data.train_words.known_letters(text);
       std::printf("sample at step %" PRIu64 " (%.0f%% of its words' letters in words seen twice in training): %s%s\n----\n", g + 1,
                   100 * sample_letters.share(), o.prompt.c_str(), text.c_str());
+      if (last) {  // one sample says little: the summary's share pools it with more drawn from the same model
+        for (std::uint32_t i = 1; i < final_samples; ++i) {
+          const auto more = data.train_words.known_letters(
+              sample(params, o.prompt, static_cast<std::size_t>(o.sample_length), o.temperature, tessel::random::fold_in(step_key, i)));
+          sample_letters.known += more.known;
+          sample_letters.total += more.total;
+        }
+        std::printf("%u samples at step %" PRIu64 ": %.0f%% of their words' letters in words seen twice in training\n", final_samples,
+                    g + 1, 100 * sample_letters.share());
+      }
     }
     std::fflush(stdout);
     if (ckpt && ((o.save_every > 0 && (g + 1) % static_cast<std::uint64_t>(o.save_every) == 0) || last)) {
