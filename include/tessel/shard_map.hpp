@@ -43,6 +43,7 @@
 #include "tessel/prim/reshape.hpp"
 #include "tessel/prim/family/layout.hpp"
 #include "tessel/run/mesh.hpp"
+#include "tessel/transform/partition.hpp"
 #include "tessel/transform/shard_map.hpp"
 
 namespace tessel {
@@ -258,7 +259,9 @@ class sharded {
     } else {
       using t = decltype(planned_for<A...>(seq));
       using local_result = typename t::raw_result;
-      if constexpr (!shard_detail::check_out_specs<M, out_specs, local_result>()) {
+      if constexpr (!t::ok) {
+        return shard_detail::not_run{};  // the trace has reported why
+      } else if constexpr (!shard_detail::check_out_specs<M, out_specs, local_result>()) {
         return shard_detail::not_run{};
       } else if constexpr (!check_replication<t, local_result>()) {
         return shard_detail::not_run{};
@@ -382,6 +385,23 @@ constexpr sharded<M, InSpecs, OutSpecs, F> shard_map(F) {
 template <class M, class InSpecs, class OutSpecs, class F>
 constexpr sharded<M, InSpecs, OutSpecs, F> jit(sharded<M, InSpecs, OutSpecs, F> f) {
   return f;
+}
+
+// jit with shardings (JAX's jit(f, in_shardings=..., out_shardings=...)): f is written over global arrays
+// and the compiler decides where the collectives go (transform/partition.hpp has the rules). The arguments
+// are laid out as in_shardings say and the results as out_shardings say; each device runs f's program on
+// its blocks, and the call returns the global results, as shard_map does (it is one, with f partitioned).
+//
+//   using M = mesh<axis<"model", 2>>;   // Megatron's MLP: one all-reduce forward, none written
+//   auto mlp = jit<M>([](auto x, auto w1, auto w2) { return matmul(relu(matmul(x, w1)), w2); },
+//                     in_shardings<P<>, P<none, "model">, P<"model">>, out_shardings<P<>>);
+//
+// A partitioning the rules cannot decide (operands split differently; case 4 of SHARDING.md §3.3) is a
+// compile error naming the operation, the operands with their layouts, and the fix.
+template <class M, class... In, class... Out, class F>
+constexpr sharded<M, specs<In...>, specs<Out...>, partition_detail::partitioned<M, specs<In...>, specs<Out...>, F>> jit(F, specs<In...>,
+                                                                                                                     specs<Out...>) {
+  return {};
 }
 
 namespace shard_detail {

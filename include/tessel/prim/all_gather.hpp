@@ -20,7 +20,9 @@
 namespace tessel {
 namespace prim {
 
-// attr: [k, axes..., axis, tiled].
+// attr: [k, axes..., axis, tiled, invariant]. invariant (JAX's all_gather_invariant; only jit with shardings
+// emits it, transform/partition.hpp): the result is typed the same on every device along the axes, which
+// it is, since every device gets every block.
 inline void run_all_gather(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = collective::device();
   const collective::group gr = collective::group_of(n, *d.comm, d.device);
@@ -45,6 +47,9 @@ constexpr int all_gather_jvp(ir::graph_builder& g, int node, const std::array<in
   const ir::node n = g[node];
   return t[0] < 0 ? -1 : collective::remake(g, all_gather_p, n, t[0], n.shape, n.attr);
 }
+constexpr std::uint8_t all_gather_varying(const ir::node& n, std::uint8_t operands) {
+  return collective::param(n, 2) != 0 ? collective::invariant_along(n, operands) : collective::varying_along(n, operands);
+}
 constexpr int all_gather_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& ops,
                                const std::array<int, ir::max_operands>& axes, int& out_axis) {
   return collective::batch_in_front(g, n, ops, axes, {0}, out_axis);
@@ -56,7 +61,7 @@ inline constexpr ir::primitive all_gather_p{.name = "all_gather",
                                             .vjp = &all_gather_vjp,
                                             .jvp = &all_gather_jvp,
                                             .batch = &all_gather_batch,
-                                            .varying = &collective::varying_along,
+                                            .varying = &all_gather_varying,
                                             .flops_per_element = 0};
 }  // namespace prim
 

@@ -1,0 +1,686 @@
+#pragma once
+// jit with shardings, the tracing half (JAX's jit(f, in_shardings=..., out_shardings=...); SHARDING.md §3):
+// f is written over global arrays, and the partitioner decides at compile time where each value lives on
+// the mesh and which collectives move it. f is traced once at the global shapes into a graph of its own;
+// then every node is emitted again into a shard_map body at the block shapes one device holds (the running
+// half is tessel/shard_map.hpp). Each value has a layout: the mesh axes that split each dimension (first
+// major, as a PartitionSpec's tuple entry), and the axes along which the devices hold partial sums of it
+// that are still to be added (JAX's unreduced {U:X}, DTensor's Partial). The rules, per primitive kind:
+//
+//   elementwise      operands split alike; an operand whole along a split dimension takes its device's block
+//                    (no communication); two different splits of one dimension are a compile error.
+//                    add, sub, neg, and mul or div by a whole value keep a partial sum partial; any other
+//                    operation adds it up first (psum).
+//   broadcast_in_dim, reshape, transpose   the splits follow the dimensions (a reshape gathers a split it
+//                    cannot carry); a partial sum stays partial.
+//   reduce_sum       over a split dimension: a partial sum over its axes (no communication yet).
+//   reduce_max/min   over a split dimension: the local reduction, then pmax / pmin.
+//   dot_general      the four cases of SHARDING.md §3.3: no split contracting dimension, nothing to do;
+//                    one side split on a contracting dimension, that side gathered (all_gather); both split
+//                    alike, a partial sum over those axes; both split over one axis in dimensions the result
+//                    keeps, a compile error (each device would hold diagonal blocks only).
+//   anything else    (slice, pad, concatenate, take, ...): its operands gathered whole, then run as written.
+//
+// Results are brought to their out_shardings: a partial sum by psum (whole) or psum_scatter (split over
+// exactly its axes), a split the out_sharding lacks by all_gather, a split it asks for by taking the device's
+// block. So a data-parallel gradient gets one all-reduce per parameter, and a Megatron MLP one all-reduce
+// forward and one backward, with no annotation inside f. scan and cond are not partitioned (a compile
+// error says to use shard_map there).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessel/core/mesh.hpp"
+#include "tessel/ir/tracer.hpp"
+#include "tessel/prim/all_gather.hpp"
+#include "tessel/prim/axis_index.hpp"
+#include "tessel/prim/build.hpp"
+#include "tessel/prim/family/batching.hpp"
+#include "tessel/prim/family/collective.hpp"
+#include "tessel/prim/parameter.hpp"
+#include "tessel/prim/psum.hpp"
+#include "tessel/prim/psum_scatter.hpp"
+#include "tessel/transform/shard_map.hpp"
+
+namespace tessel {
+namespace partition_detail {
+
+// How a global value lies on the mesh.
+struct layout {
+  std::array<std::uint8_t, ir::max_rank> count{};                           // axes splitting each dimension
+  std::array<std::array<std::uint8_t, max_entry_axes>, ir::max_rank> axes{};  // those axes, first major
+  std::uint8_t pending = 0;  // axes along which each device holds a partial sum of the value
+
+  constexpr bool same_dim(std::size_t d, const layout& o, std::size_t e) const {
+    if (count[d] != o.count[e]) return false;
+    for (std::size_t i = 0; i < count[d]; ++i)
+      if (axes[d][i] != o.axes[e][i]) return false;
+    return true;
+  }
+  constexpr void copy_dim(std::size_t d, const layout& from, std::size_t e) {
+    count[d] = from.count[e];
+    axes[d] = from.axes[e];
+  }
+  constexpr std::uint8_t dim_mask(std::size_t d) const {
+    unsigned m = 0;
+    for (std::size_t i = 0; i < count[d]; ++i) m |= 1u << axes[d][i];
+    return static_cast<std::uint8_t>(m);
+  }
+  constexpr std::uint8_t split_mask(std::size_t rank) const {
+    std::uint8_t m = 0;
+    for (std::size_t d = 0; d < rank; ++d) m = static_cast<std::uint8_t>(m | dim_mask(d));
+    return m;
+  }
+};
+
+// A PartitionSpec's layout over M (the spec has been checked).
+template <class M, class Spec>
+constexpr layout layout_of() {
+  layout l;
+  for (std::size_t d = 0; d < Spec::rank; ++d)
+    for (std::size_t i = 0; i < Spec::entries[d].count; ++i)
+      l.axes[d][l.count[d]++] = static_cast<std::uint8_t>(M::index_of(Spec::entries[d].names[i]));
+  return l;
+}
+
+// A value's type with its layout, as SHARDING.md writes it: f32[8@data,4], f32[8,4@(data,model)]{U:model}.
+constexpr message_builder& append_typed(message_builder& m, const ir::mesh_shape& mesh, const ir::node& n, const layout& l) {
+  m << ir::name_of(n.dtype) << '[';
+  for (std::size_t d = 0; d < n.shape.rank; ++d) {
+    m << (d ? "," : "") << static_cast<std::uint64_t>(n.shape.d[d]);
+    if (l.count[d] == 1) m << '@' << mesh.name(l.axes[d][0]);
+    if (l.count[d] > 1) {
+      m << "@(";
+      for (std::size_t i = 0; i < l.count[d]; ++i) m << (i ? "," : "") << mesh.name(l.axes[d][i]);
+      m << ')';
+    }
+  }
+  m << ']';
+  if (l.pending) {
+    m << "{U:";
+    for (std::size_t a = 0, n = 0; a < mesh.rank; ++a)
+      if (l.pending & (1u << a)) m << (n++ ? "," : "") << mesh.name(a);
+    m << '}';
+  }
+  return m;
+}
+
+// Emits f's global program again, per device, with the collectives its layouts need.
+class partitioner {
+ public:
+  constexpr partitioner(const ir::graph_builder& global, ir::graph_builder& local)
+      : in_(global), out_(local), mesh_(local.mesh), id_(global.size(), -1), lay_(global.size()) {}
+
+  // A parameter of f: its node in f's graph, its block's node in the body, its in_sharding's layout.
+  constexpr void bind(int global, int local, const layout& l) {
+    id_[static_cast<std::size_t>(global)] = local;
+    lay_[static_cast<std::size_t>(global)] = l;
+  }
+
+  // Emits every node the results need (derivative rules make some that nothing uses: a gradient not asked
+  // for is neither computed nor partitioned, so its layout cannot fail).
+  constexpr void run(const std::vector<int>& results) {
+    std::vector<char> live(in_.size(), 0);
+    for (int r : results)
+      if (r >= 0) live[static_cast<std::size_t>(r)] = 1;
+    for (std::size_t i = in_.size(); i-- > 0;)
+      if (live[i])
+        for (std::size_t k = 0; k < in_[static_cast<int>(i)].arity; ++k) live[static_cast<std::size_t>(in_[static_cast<int>(i)].operands[k])] = 1;
+    for (std::size_t i = 0; i < in_.size() && !failed_; ++i)
+      if (live[i] && id_[i] < 0) emit(i);
+  }
+
+  // Result `global` of f, brought to layout `want` (an out_sharding's). After a failure (reported) any
+  // node will do: the trace is not planned, and the report is its one error.
+  constexpr int result(int global, const layout& want) {
+    if (global < 0) return -1;
+    if (failed_) return id_[0];
+    return convert(id_[static_cast<std::size_t>(global)], lay_[static_cast<std::size_t>(global)], want);
+  }
+
+ private:
+  const ir::graph_builder& in_;
+  ir::graph_builder& out_;
+  const ir::mesh_shape& mesh_;
+  std::vector<int> id_;       // f's node -> the body's node holding this device's part of it
+  std::vector<layout> lay_;   // how that part lies
+  bool failed_ = false;
+
+  constexpr std::size_t splits(const layout& l, std::size_t d) const {
+    std::size_t k = 1;
+    for (std::size_t i = 0; i < l.count[d]; ++i) k *= mesh_.sizes[l.axes[d][i]];
+    return k;
+  }
+  constexpr ir::dims local_dims(const ir::dims& global, const layout& l) const {
+    ir::dims s = global;
+    for (std::size_t d = 0; d < s.rank; ++d) s.d[d] /= splits(l, d);
+    return s;
+  }
+  constexpr ir::dims global_dims(int local, const layout& l) const {
+    ir::dims s = out_[local].shape;
+    for (std::size_t d = 0; d < s.rank; ++d) s.d[d] *= splits(l, d);
+    return s;
+  }
+
+  static constexpr ir::attributes over(const std::array<std::uint8_t, max_entry_axes>& axes, std::size_t count) {
+    ir::attributes a;
+    a.push(static_cast<std::int64_t>(count));
+    for (std::size_t i = 0; i < count; ++i) a.push(axes[i]);
+    return a;
+  }
+  static constexpr ir::attributes over_mask(std::uint8_t mask) {
+    std::array<std::uint8_t, max_entry_axes> axes{};
+    std::size_t count = 0;
+    for (std::uint8_t a = 0; a < 8; ++a)
+      if (mask & (1u << a)) axes[count++] = a;
+    return over(axes, count);
+  }
+
+  // ---- moving a value between layouts ----------------------------------------------------------------
+
+  // The partial sums added up along `mask` (psum): the same on every device along those axes.
+  constexpr int sum_up(int x, layout& l, std::uint8_t mask) {
+    if (mask == 0) return x;
+    l.pending = static_cast<std::uint8_t>(l.pending & ~mask);
+    return prim::build::make(out_, prim::psum_p, out_[x].dtype, out_[x].shape, {x}, over_mask(mask));
+  }
+  // Dimension d made whole: every device gets every block (all_gather, tiled, the result the same on
+  // every device: JAX's all_gather_invariant).
+  constexpr int gather(int x, layout& l, std::size_t d) {
+    ir::attributes a = over(l.axes[d], l.count[d]);
+    a.push(static_cast<std::int64_t>(d));
+    a.push(1);  // tiled
+    a.push(1);  // invariant
+    ir::dims s = out_[x].shape;
+    s.d[d] *= splits(l, d);
+    l.count[d] = 0;
+    return prim::build::make(out_, prim::all_gather_p, out_[x].dtype, s, {x}, a);
+  }
+  // Dimension d, whole on this device, cut to this device's block along `axes` (its position along them
+  // picks the rows: take at axis_index * block + iota).
+  constexpr int block(int x, layout& l, std::size_t d, const layout& to) {
+    const ir::dims s = out_[x].shape;
+    const std::size_t n = s.d[d] / splits(to, d);
+    const int index = prim::build::make(out_, prim::axis_index_p, ir::dtype_code::s32, ir::dims{}, {}, over(to.axes[d], to.count[d]));
+    ir::dims rows;
+    rows.rank = 1;
+    rows.d[0] = n;
+    ir::attributes along;
+    along.push(0);
+    const int iota = prim::build::make(out_, prim::iota_p, ir::dtype_code::s32, rows, {}, along);
+    const int first = prim::build::mul(out_, index, prim::build::literal(out_, ir::dtype_code::s32, static_cast<double>(n)));
+    const int at = prim::build::add(out_, iota, prim::build::broadcast_in_dim(out_, first, rows, {}));
+    l.copy_dim(d, to, d);
+    return prim::build::take(out_, x, at, d, prim::build::index_code::clip);
+  }
+
+  // x (laid out as `from`) laid out as `to`.
+  constexpr int convert(int x, layout from, const layout& to) {
+    const std::size_t rank = out_[x].shape.rank;
+    const auto extra = static_cast<std::uint8_t>(from.pending & ~to.pending);
+    if (extra != 0) {
+      // A sum that ends split over exactly its axes: reduce-scatter, half the bytes of an all-reduce.
+      std::size_t scatter = rank;
+      for (std::size_t d = 0; d < rank; ++d)
+        if (from.count[d] == 0 && to.count[d] != 0 && to.dim_mask(d) == extra) scatter = d;
+      if (scatter < rank) {
+        ir::attributes a = over(to.axes[scatter], to.count[scatter]);
+        a.push(static_cast<std::int64_t>(scatter));
+        a.push(1);  // tiled
+        ir::dims s = out_[x].shape;
+        s.d[scatter] /= splits(to, scatter);
+        x = prim::build::make(out_, prim::psum_scatter_p, out_[x].dtype, s, {x}, a);
+        from.pending = static_cast<std::uint8_t>(from.pending & ~extra);
+        from.copy_dim(scatter, to, scatter);
+      } else {
+        x = sum_up(x, from, extra);
+      }
+    }
+    for (std::size_t d = 0; d < rank; ++d)
+      if (!from.same_dim(d, to, d) && from.count[d] != 0) x = gather(x, from, d);
+    for (std::size_t d = 0; d < rank; ++d)
+      if (!from.same_dim(d, to, d) && to.count[d] != 0) x = block(x, from, d, to);
+    return x;
+  }
+
+  // f's node `op` laid out as `to`. A broadcast whose value is the same everywhere is made again at the
+  // block's shape rather than cut out of the whole array.
+  constexpr int operand_as(int op, const layout& to) {
+    const auto o = static_cast<std::size_t>(op);
+    const ir::node& n = in_[op];
+    bool same = true;
+    for (std::size_t d = 0; d < n.shape.rank; ++d) same = same && lay_[o].same_dim(d, to, d);
+    if (!same && n.prim == &prim::broadcast_in_dim_p && to.pending == 0) {
+      const ir::node& src = in_[n.operands[0]];
+      const layout& sl = lay_[static_cast<std::size_t>(n.operands[0])];
+      bool remake = sl.pending == 0 && sl.split_mask(src.shape.rank) == 0;
+      std::array<std::int64_t, ir::max_rank> dims{};
+      for (std::size_t k = 0; k < n.attr.count; ++k) {
+        dims[k] = n.attr.ints[k];
+        // a dimension the broadcast takes from its operand would have to be cut there too: not this way
+        remake = remake && (to.count[static_cast<std::size_t>(dims[k])] == 0 || src.shape.d[k] == 1);
+      }
+      if (remake) return prim::build::broadcast_in_dim(out_, id_[static_cast<std::size_t>(n.operands[0])], local_dims(n.shape, to), dims);
+    }
+    return convert(id_[o], lay_[o], to);
+  }
+
+  // ---- errors ----------------------------------------------------------------------------------------
+
+  constexpr void fail(const message_builder& m) {
+    failed_ = true;
+    out_.report_error(m.view());
+  }
+
+  // ---- the rules -------------------------------------------------------------------------------------
+
+  constexpr void emit(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    switch (n.prim->kind) {
+      case ir::prim_kind::parameter:
+        return;  // bound
+      case ir::prim_kind::literal:
+        return done(i, out_.add(n), layout{});
+      case ir::prim_kind::elementwise:
+        return elementwise(i);
+      case ir::prim_kind::broadcast:
+        return broadcast(i);
+      case ir::prim_kind::reshape:
+        return reshape(i);
+      case ir::prim_kind::layout:
+        if (n.prim == &prim::transpose_p) return transpose(i);
+        return whole(i);
+      case ir::prim_kind::reduce:
+        if (n.prim == &prim::reduce_sum_p || n.prim == &prim::reduce_max_p || n.prim == &prim::reduce_min_p) return reduction(i);
+        return whole(i);
+      case ir::prim_kind::contraction:
+        if (n.prim == &prim::dot_general_p) return dot(i);
+        return whole(i);
+      case ir::prim_kind::region_parameter:
+      case ir::prim_kind::control:
+        return fail(message_builder{} << "tessel::jit (with shardings): f runs a scan or a cond, which the partitioner does not split "
+                                         "over devices; fix: write that part with tessel::shard_map (each device runs the loop on its "
+                                         "block, with explicit collectives), or run f with plain jit");
+      default:
+        return whole(i);
+    }
+  }
+
+  constexpr void done(std::size_t i, int local, const layout& l) {
+    id_[i] = local;
+    lay_[i] = l;
+  }
+
+  // Its operands whole on every device, then the node as written.
+  constexpr void whole(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    std::array<int, ir::max_operands> ops{-1, -1, -1};
+    for (std::size_t k = 0; k < n.arity; ++k) ops[k] = operand_as(n.operands[k], layout{});
+    done(i, prim::batching::emit_like(out_, n, ops, n.shape), layout{});
+  }
+
+  constexpr bool linear_in_pending(const ir::node& n, std::uint8_t& pending) const {
+    auto p = [&](std::size_t k) { return lay_[static_cast<std::size_t>(n.operands[k])].pending; };
+    if (n.prim == &prim::neg_p) return (pending = p(0)) != 0;
+    if ((n.prim == &prim::add_p || n.prim == &prim::sub_p) && p(0) != 0 && p(0) == p(1)) return (pending = p(0)), true;
+    if (n.prim == &prim::mul_p && (p(0) == 0) != (p(1) == 0)) return (pending = static_cast<std::uint8_t>(p(0) | p(1))), true;
+    if (n.prim == &prim::div_p && p(0) != 0 && p(1) == 0) return (pending = p(0)), true;
+    return false;
+  }
+
+  constexpr void elementwise(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const std::size_t rank = n.shape.rank;
+    layout target;
+    for (std::size_t k = 0; k < n.arity; ++k) {
+      const layout& l = lay_[static_cast<std::size_t>(n.operands[k])];
+      for (std::size_t d = 0; d < rank; ++d) {
+        if (l.count[d] == 0 || target.same_dim(d, l, d)) continue;
+        if (target.count[d] == 0 && (target.split_mask(rank) & l.dim_mask(d)) == 0) {
+          target.copy_dim(d, l, d);
+          continue;
+        }
+        message_builder m;
+        m << "tessel::jit (with shardings): " << n.prim->name << " got incompatible shardings: ";
+        for (std::size_t j = 0; j < n.arity; ++j)
+          append_typed(m << (j ? " and " : ""), mesh_, in_[n.operands[j]], lay_[static_cast<std::size_t>(n.operands[j])]);
+        m << " split dimension " << static_cast<std::uint64_t>(d)
+          << " differently, and which layout the result takes is ambiguous; fix: give the arguments in_shardings that split "
+             "their common dimensions alike (a whole dimension takes either split)";
+        return fail(m);
+      }
+    }
+    std::uint8_t pending = 0;
+    if (linear_in_pending(n, pending)) target.pending = static_cast<std::uint8_t>(pending & ~target.split_mask(rank));
+    std::array<int, ir::max_operands> ops{-1, -1, -1};
+    for (std::size_t k = 0; k < n.arity; ++k) {
+      layout want = target;
+      want.pending = lay_[static_cast<std::size_t>(n.operands[k])].pending & target.pending;
+      ops[k] = operand_as(n.operands[k], want);
+    }
+    done(i, prim::batching::emit_like(out_, n, ops, local_dims(n.shape, target)), target);
+  }
+
+  constexpr void broadcast(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const auto op = static_cast<std::size_t>(n.operands[0]);
+    const layout& l = lay_[op];
+    layout target;
+    target.pending = l.pending;
+    std::array<std::int64_t, ir::max_rank> dims{};
+    int x = id_[op];
+    layout from = l;
+    for (std::size_t k = 0; k < n.attr.count; ++k) {
+      dims[k] = n.attr.ints[k];
+      if (in_[n.operands[0]].shape.d[k] != n.shape.d[static_cast<std::size_t>(dims[k])] && from.count[k] != 0) x = gather(x, from, k);
+      target.copy_dim(static_cast<std::size_t>(dims[k]), from, k);
+    }
+    done(i, prim::build::broadcast_in_dim(out_, x, local_dims(n.shape, target), dims), target);
+  }
+
+  constexpr void transpose(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const auto op = static_cast<std::size_t>(n.operands[0]);
+    layout target;
+    target.pending = lay_[op].pending;
+    std::array<std::size_t, ir::max_rank> perm{};
+    for (std::size_t d = 0; d < n.shape.rank; ++d) {
+      perm[d] = static_cast<std::size_t>(n.attr.ints[d]);
+      target.copy_dim(d, lay_[op], perm[d]);
+    }
+    done(i, prim::build::transpose(out_, id_[op], perm), target);
+  }
+
+  // A split dimension d of the operand goes to the result dimension e that starts at the same element
+  // (the same product of the dimensions before it) when e is d with dimensions after it merged in, or d's
+  // leading part that the split still divides; otherwise it is gathered first.
+  constexpr void reshape(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const auto op = static_cast<std::size_t>(n.operands[0]);
+    const ir::dims& from_shape = in_[n.operands[0]].shape;
+    layout from = lay_[op];
+    int x = id_[op];
+    layout target;
+    target.pending = from.pending;
+    for (std::size_t d = 0; d < from_shape.rank; ++d) {
+      if (from.count[d] == 0) continue;
+      std::size_t before = 1;
+      for (std::size_t j = 0; j < d; ++j) before *= from_shape.d[j];
+      const std::size_t k = splits(from, d);
+      bool placed = false;
+      std::size_t prefix = 1;
+      for (std::size_t e = 0; e < n.shape.rank && !placed; prefix *= n.shape.d[e], ++e) {
+        if (prefix != before || n.shape.d[e] == 1) continue;
+        const std::size_t a = from_shape.d[d], b = n.shape.d[e];
+        bool ok = b >= a ? b % a == 0 : a % b == 0 && b % k == 0;
+        if (ok && b > a) {  // merged: the dimensions merged in after d must be whole and end exactly at e's end
+          std::size_t covered = a;
+          std::size_t j = d + 1;
+          while (covered < b && j < from_shape.rank) {
+            ok = ok && from.count[j] == 0;
+            covered *= from_shape.d[j++];
+          }
+          ok = ok && covered == b;
+        }
+        if (ok) {
+          target.copy_dim(e, from, d);
+          placed = true;
+        }
+      }
+      if (!placed) x = gather(x, from, d);
+    }
+    const ir::dims shape = local_dims(n.shape, target);
+    if (shape.size() != out_[x].shape.size()) {  // not expected by the rule above; whole arrays are always right
+      for (std::size_t d = 0; d < from_shape.rank; ++d)
+        if (from.count[d] != 0) x = gather(x, from, d);
+      target = layout{};
+      target.pending = from.pending;
+    }
+    done(i, prim::build::reshape(out_, x, local_dims(n.shape, target)), target);
+  }
+
+  constexpr void reduction(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const auto op = static_cast<std::size_t>(n.operands[0]);
+    const std::array<bool, ir::max_rank> reduced = prim::build::reduced_axes(n);
+    layout from = lay_[op];
+    int x = id_[op];
+    const bool sum = n.prim == &prim::reduce_sum_p;
+    if (!sum) x = sum_up(x, from, from.pending);
+    layout target;
+    target.pending = from.pending;
+    std::uint8_t across = 0;  // axes of the reduced dimensions: the devices' results still to combine
+    std::size_t e = 0;
+    for (std::size_t d = 0; d < in_[n.operands[0]].shape.rank; ++d) {
+      if (reduced[d]) across = static_cast<std::uint8_t>(across | from.dim_mask(d));
+      else target.copy_dim(e++, from, d);
+    }
+    int r = prim::build::reduce(out_, *n.prim, x, reduced);
+    if (sum) {
+      target.pending = static_cast<std::uint8_t>(target.pending | across);
+    } else if (across != 0) {
+      r = prim::build::make(out_, n.prim == &prim::reduce_max_p ? prim::pmax_p : prim::pmin_p, out_[r].dtype, out_[r].shape, {r}, over_mask(across));
+    }
+    done(i, r, target);
+  }
+
+  // An argument of f, maybe transposed, reshaped or cast (a bf16 copy of f32 master weights).
+  constexpr bool is_argument(int x) const {
+    while (in_[x].prim == &prim::transpose_p || in_[x].prim == &prim::reshape_p || in_[x].prim == &prim::convert_element_type_p) x = in_[x].operands[0];
+    return in_[x].prim->kind == ir::prim_kind::parameter;
+  }
+  static constexpr std::uint8_t lhs_kept(const layout& l, const prim::build::dot_dims& dd, std::size_t rank) {
+    std::uint8_t m = 0;
+    for (std::size_t a = 0; a < rank; ++a)
+      if (!prim::build::contains(dd.lc, dd.nc, a)) m = static_cast<std::uint8_t>(m | l.dim_mask(a));
+    return m;
+  }
+
+  constexpr void dot(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const auto lo = static_cast<std::size_t>(n.operands[0]), ro = static_cast<std::size_t>(n.operands[1]);
+    dot_after_gather(i, id_[lo], lay_[lo], id_[ro], lay_[ro]);
+  }
+
+  // The contraction of l and r (laid out as lf, rf, f's operands of node i or gathered parts of them).
+  constexpr void dot_after_gather(std::size_t i, int l, layout lf, int r, layout rf) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const prim::build::dot_dims dd = prim::build::dims_of_dot(n);
+    const auto lo = static_cast<std::size_t>(n.operands[0]), ro = static_cast<std::size_t>(n.operands[1]);
+    l = sum_up(l, lf, lf.pending);
+    r = sum_up(r, rf, rf.pending);
+    std::uint8_t pending = 0;
+    for (std::size_t c = 0; c < dd.nc; ++c) {
+      const std::size_t a = dd.lc[c], b = dd.rc[c];
+      if (lf.same_dim(a, rf, b)) {
+        pending = static_cast<std::uint8_t>(pending | lf.dim_mask(a));  // case 3: each device's share of the sum
+        continue;
+      }
+      if (lf.count[a] != 0) l = gather(l, lf, a);  // case 2 (or two different splits: both gathered)
+      if (rf.count[b] != 0) r = gather(r, rf, b);
+    }
+    for (std::size_t c = 0; c < dd.nb; ++c)
+      if (!lf.same_dim(dd.lb[c], rf, dd.rb[c])) {
+        if (lf.count[dd.lb[c]] != 0) l = gather(l, lf, dd.lb[c]);
+        if (rf.count[dd.rb[c]] != 0) r = gather(r, rf, dd.rb[c]);
+      }
+    // The result: batch dimensions, lhs free, rhs free.
+    layout target;
+    target.pending = pending;
+    std::size_t e = 0;
+    for (std::size_t c = 0; c < dd.nb; ++c) target.copy_dim(e++, lf, dd.lb[c]);
+    const ir::node& ln = in_[n.operands[0]];
+    const ir::node& rn = in_[n.operands[1]];
+    for (std::size_t a = 0; a < ln.shape.rank; ++a)
+      if (!prim::build::contains(dd.lc, dd.nc, a) && !prim::build::contains(dd.lb, dd.nb, a)) target.copy_dim(e++, lf, a);
+    const std::size_t first_rhs = e;
+    for (std::size_t b = 0; b < rn.shape.rank; ++b)
+      if (!prim::build::contains(dd.rc, dd.nc, b) && !prim::build::contains(dd.rb, dd.nb, b)) target.copy_dim(e++, rf, b);
+    // Case 4: one axis splitting a kept dimension of each side. An argument of f (a weight split for storage,
+    // as fully sharded data parallelism does) is gathered, as its use elsewhere needed anyway; between two
+    // intermediate values, or two arguments, which to gather is the user's choice.
+    for (std::size_t d = first_rhs; d < e; ++d) {
+      const std::uint8_t clash = static_cast<std::uint8_t>(target.dim_mask(d) & (pending | lhs_kept(lf, dd, ln.shape.rank)));
+      if (clash == 0) continue;
+      const bool left = is_argument(n.operands[0]), right = is_argument(n.operands[1]);
+      if (left != right) {
+        layout& side = left ? lf : rf;
+        int& x = left ? l : r;
+        for (std::size_t a = 0; a < (left ? ln : rn).shape.rank; ++a)
+          if (side.dim_mask(a) & clash) x = gather(x, side, a);
+        return dot_after_gather(i, l, lf, r, rf);
+      }
+      message_builder msg;
+      msg << "tessel::jit (with shardings): dot_general of ";
+      append_typed(msg, mesh_, ln, lay_[lo]) << " and ";
+      append_typed(msg, mesh_, rn, lay_[ro]) << ": both are split over ";
+      prim::collective::append_axes(msg, mesh_, clash)
+          << " in dimensions the result keeps, so each device would hold only diagonal blocks of the result; fix: give one "
+             "operand an in_sharding that leaves that dimension whole, or split the two over different mesh axes";
+      return fail(msg);
+    }
+    done(i, prim::build::dot_general(out_, l, r, dd), target);
+  }
+};
+
+// ---- the body shard_map runs ----------------------------------------------------------------------------
+
+// A traced argument's global type: its block's dimensions multiplied back.
+template <class M, class Spec, class X>
+struct global_arg {
+  using type = X;
+};
+template <class M, class Spec, class T, class S>
+struct global_arg<M, Spec, tracer<T, S>> {
+  using type = tracer<T, sharding::global_shape_t<M, Spec, S>>;
+};
+
+// A result leaf's block type under an out_sharding.
+template <class M, class Spec>
+struct block_tracers {
+  template <class T, class S>
+  using type = tracer<T, sharding::local_shape_t<M, Spec, S>>;
+};
+template <class M, class OutSpecs, class R>
+struct local_results {
+  using type = tree::rebind_t<R, block_tracers<M, shard_detail::spec_at_t<0, OutSpecs>>::template type>;
+};
+template <class M, class OutSpecs, class... X>
+  requires(shard_detail::spec_count<OutSpecs>::value > 1)
+struct local_results<M, OutSpecs, std::tuple<X...>> {
+  using type = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple<tree::rebind_t<X, block_tracers<M, shard_detail::spec_at_t<I, OutSpecs>>::template type>...>{};
+  }(std::index_sequence_for<X...>{}));
+};
+
+template <class M, class Specs, std::size_t... I>
+constexpr auto layouts_of(std::index_sequence<I...>) {
+  return std::array<layout, sizeof...(I) + 1>{layout_of<M, shard_detail::spec_at_t<I, Specs>>()...};
+}
+
+// f traced at the global shapes, into its own graph.
+template <class F, class... G>
+constexpr auto trace_global(ir::graph_builder& g) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    std::tuple<G...> p{};
+    ((std::get<I>(p) = prim::parameter<typename G::value_type, typename G::shape_type>(&g, static_cast<int>(I))), ...);
+    g.parameter_count = static_cast<int>(sizeof...(G));
+    return F{}(std::get<I>(p)...);
+  }(std::index_sequence_for<G...>{});
+}
+
+template <class M, std::size_t I, class Spec, class X>
+consteval bool check_out_sharding() {
+  if constexpr (!is_partition_spec_v<Spec>) {
+    raise<"tessel::jit (with shardings): an out_shardings entry is not a PartitionSpec; fix: write tessel::P<...>", Spec>();
+    return false;
+  } else if constexpr (Traced<X>) {
+    return sharding::require_valid_spec<"tessel::jit", "out", I, M, Spec, tensor_type<typename X::value_type, typename X::shape_type>>();
+  } else if constexpr (is_tuple_v<X>) {
+    return []<std::size_t... K>(std::index_sequence<K...>) {
+      return (check_out_sharding<M, I, Spec, std::tuple_element_t<K, X>>() && ...);
+    }(std::make_index_sequence<std::tuple_size_v<X>>{});
+  } else {
+    raise<"tessel::jit (with shardings): f must return tensors, or a std::tuple of them", X>();
+    return false;
+  }
+}
+template <class M, class OutSpecs, class R>
+consteval bool check_out_shardings() {
+  if constexpr (!shard_detail::check_out_count<OutSpecs, R>()) return false;
+  else if constexpr (shard_detail::spec_count<OutSpecs>::value == 1) return check_out_sharding<M, 0, shard_detail::spec_at_t<0, OutSpecs>, R>();
+  else
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (check_out_sharding<M, I, shard_detail::spec_at_t<I, OutSpecs>, std::tuple_element_t<I, R>>() && ...);
+    }(std::make_index_sequence<shard_detail::spec_count<OutSpecs>::value>{});
+}
+
+// What shard_map traces per device: f partitioned. Its arguments are the device's blocks.
+template <class M, class InSpecs, class OutSpecs, class F>
+struct partitioned {
+  // f's result type at the global shapes (declared only).
+  template <class... L, std::size_t... I>
+  static auto result_of(std::index_sequence<I...>)
+      -> decltype(F{}(std::declval<typename global_arg<M, shard_detail::spec_at_t<I, InSpecs>, L>::type>()...));
+
+  template <class... L>
+  constexpr auto operator()(L... blocks) const {
+    if constexpr (!(Traced<L> && ...)) {
+      raise<"tessel::jit (with shardings): every argument must be a tensor or a scalar (the partitioner lays out arrays); "
+            "fix: pass a tree's leaves as separate arguments, or use tessel::shard_map, which takes trees", F>();
+      return tracer<float, shape<>>{};
+    } else {
+      using R = decltype(result_of<L...>(std::index_sequence_for<L...>{}));
+      using result = typename local_results<M, OutSpecs, R>::type;
+      if constexpr (!check_out_shardings<M, OutSpecs, R>()) {
+        return result{};
+      } else {
+        ir::graph_builder& g = *std::get<0>(std::tie(blocks...)).graph;
+        ir::graph_builder global;
+        const R r = [&]<std::size_t... I>(std::index_sequence<I...>) {
+          return trace_global<F, typename global_arg<M, shard_detail::spec_at_t<I, InSpecs>, L>::type...>(global);
+        }(std::index_sequence_for<L...>{});
+        if (global.missing_rule != nullptr) g.report_missing(global.missing_rule, global.missing_rule_kind);
+        if (global.error_size != 0) g.report_error(std::string_view(global.error.data(), global.error_size));
+
+        partitioner p(global, g);
+        constexpr auto in = layouts_of<M, InSpecs>(std::index_sequence_for<L...>{});
+        {
+          std::size_t k = 0;
+          ((p.bind(static_cast<int>(k), blocks.id, in[k]), ++k), ...);
+        }
+        std::vector<int> ids;
+        tree::for_each(r, [&](const auto& leaf) { ids.push_back(leaf.id); });
+        p.run(ids);
+
+        constexpr auto out = layouts_of<M, OutSpecs>(std::make_index_sequence<shard_detail::spec_count<OutSpecs>::value>{});
+        constexpr auto which = shard_detail::out_spec_of_leaf_v<OutSpecs, R>;
+        result o{};
+        std::size_t k = 0;
+        tree::for_each(o, [&](auto& leaf) {
+          leaf.graph = &g;
+          leaf.id = p.result(ids[k], out[which[k]]);
+          ++k;
+        });
+        return o;
+      }
+    }
+  }
+};
+
+}  // namespace partition_detail
+
+// in_shardings<...> and out_shardings<...>: one PartitionSpec per argument, per returned tuple element
+// (or one for all results).
+template <class... Specs>
+inline constexpr specs<Specs...> in_shardings{};
+template <class... Specs>
+inline constexpr specs<Specs...> out_shardings{};
+
+}  // namespace tessel

@@ -1,0 +1,217 @@
+// jit with shardings: the partitioner lays out every value of a global program on the mesh and inserts the
+// collectives (transform/partition.hpp). Each result is checked against the same program run on one
+// device, and the collectives it needed are counted in the plan (SHARDING.md §3.4: data parallel, Megatron,
+// FSDP), with the test vectors T17 and T18 of SHARDING.md §2.3.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "reference.hpp"
+#include "tessel/tessel.hpp"
+
+namespace {
+using namespace tessel;
+
+template <class T>
+T random_tensor(unsigned seed, float scale = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0, scale);
+  T t(uninitialized);
+  for (std::size_t i = 0; i < T::size; ++i) t.data()[i] = n(rng);
+  return t;
+}
+
+template <class T>
+void expect_close(const T& got, const T& want, double rtol = 1e-6) {
+  tessel::testing::expect_close_at_scale(got, want, "result", rtol);
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// ---- Megatron's MLP: column-parallel then row-parallel (T17, T18) ------------------------------------
+
+using Model = mesh<axis<"model", 2>>;
+constexpr auto mlp = [](auto x, auto w1, auto w2) { return matmul(relu(matmul(x, w1)), w2); };
+const tensor<float, shape<2, 2>> t17_x{1, 2, 3, 4};
+const tensor<float, shape<2, 4>> t17_w1{1, 0, -1, 2, 0, 1, 1, 1};
+const tensor<float, shape<4, 2>> t17_w2{1, 0, 0, 1, 1, 1, 2, -1};
+
+TEST(Partition, MegatronForwardIsOneAllReduce) {
+  auto f = jit<Model>(mlp, in_shardings<P<>, P<none, "model">, P<"model">>, out_shardings<P<>>);
+  const auto y = f(t17_x, t17_w1, t17_w2);
+  const float want[] = {10, -1, 24, -5};
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(y[i], want[i]) << i;
+  const std::string text = dump(f, t17_x, t17_w1, t17_w2);
+  EXPECT_NE(text.find("1 collectives"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum over {model} (2 devices): 16 bytes"), std::string::npos) << text;
+  // Column-parallel: each device multiplies by its half of w1's columns, [2,2] of [2,4].
+  EXPECT_NE(text.find("reads: param0:f32[2,2] param1:f32[2,2]"), std::string::npos) << text;
+}
+
+TEST(Partition, MegatronBackwardIsOneAllReduce) {
+  auto f = jit<Model>(
+      [](auto x, auto w1, auto w2) {
+        const auto [loss, g] = value_and_grad<0, 1, 2>([](auto a, auto b, auto c) { return sum(mlp(a, b, c)); })(x, w1, w2);
+        return std::tuple(loss, std::get<0>(g), std::get<1>(g), std::get<2>(g));
+      },
+      in_shardings<P<>, P<none, "model">, P<"model">>, out_shardings<P<>, P<>, P<none, "model">, P<"model">>);
+  const auto [loss, dx, dw1, dw2] = f(t17_x, t17_w1, t17_w2);
+  EXPECT_EQ(loss[0], 28.0f);  // 10 - 1 + 24 - 5
+  const float want_dx[] = {1, 4, 1, 4};
+  const float want_dw1[] = {4, 4, 8, 4, 6, 6, 12, 6};
+  const float want_dw2[] = {4, 4, 6, 6, 2, 2, 14, 14};
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(dx[i], want_dx[i]) << i;
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(dw1[i], want_dw1[i]) << i;
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(dw2[i], want_dw2[i]) << i;
+  // One all-reduce forward (the loss, which sums y: the sum stays pending through it, 4 bytes instead of
+  // y's 16) and one backward (dx, the column layer's input gradient: Megatron's f); dw1, dw2 stay split.
+  const std::string text = dump(f, t17_x, t17_w1, t17_w2);
+  EXPECT_NE(text.find("2 collectives"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum over {model} (2 devices): 4 bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum over {model} (2 devices): 16 bytes"), std::string::npos) << text;
+}
+
+// ---- data parallel: the batch split, the parameters whole ----------------------------------------------
+
+using W = tensor<float, shape<6, 3>>;
+using B = tensor<float, shape<3>>;
+using X = tensor<float, shape<16, 6>>;
+using Y = tensor<float, shape<16, 3>>;
+constexpr auto regression = [](auto w, auto b, auto x, auto y) {
+  const auto e = tanh(matmul(x, w) + b) - y;
+  return mean(e * e);
+};
+constexpr auto regression_step = [](auto w, auto b, auto x, auto y) {
+  const auto [loss, g] = value_and_grad<0, 1>(regression)(w, b, x, y);
+  return std::tuple(loss, std::get<0>(g), std::get<1>(g));
+};
+
+// The regression step partitioned as f says equals it on one device, on the same global arguments; the
+// partitioned plan's text is returned for counting its collectives.
+template <class F>
+std::string expect_step_equals_one_device(F f, unsigned seed) {
+  const W w = random_tensor<W>(seed, 0.5f);
+  const B b = random_tensor<B>(seed + 1);
+  const X x = random_tensor<X>(seed + 2);
+  const Y y = random_tensor<Y>(seed + 3);
+  const auto [loss, dw, db] = f(w, b, x, y);
+  const auto [loss1, dw1, db1] = jit(regression_step)(w, b, x, y);
+  expect_close(loss, loss1);
+  expect_close(dw, dw1);
+  expect_close(db, db1);
+  return dump(f, w, b, x, y);
+}
+
+template <std::size_t D>
+void check_data_parallel() {
+  const std::string text = expect_step_equals_one_device(
+      jit<mesh<axis<"data", D>>>(regression_step, in_shardings<P<>, P<>, P<"data">, P<"data">>, out_shardings<P<>>), 1);
+  // The loss's sum and each parameter's gradient are added up over the devices once: three all-reduces,
+  // no gather (the forward needs no communication: case 1).
+  EXPECT_NE(text.find("3 collectives"), std::string::npos) << text;
+  EXPECT_EQ(count(text, "psum over {data}"), 3u) << text;
+}
+TEST(Partition, DataParallelEqualsOneDeviceOn2Devices) { check_data_parallel<2>(); }
+TEST(Partition, DataParallelEqualsOneDeviceOn4Devices) { check_data_parallel<4>(); }
+
+// ---- fully sharded data parallel: parameters split too ---------------------------------------------------
+
+TEST(Partition, FullyShardedGathersWeightsAndScattersGradients) {
+  // w's rows split over "data" (the contracting dimension: gathered before use, case 2); its gradient,
+  // summed over the batch, comes back split the same way: a reduce-scatter, not an all-reduce.
+  const std::string text = expect_step_equals_one_device(
+      jit<mesh<axis<"data", 2>>>(regression_step, in_shardings<P<"data">, P<>, P<"data">, P<"data">>, out_shardings<P<>, P<"data">, P<>>), 5);
+  EXPECT_EQ(count(text, "all_gather over {data}"), 1u) << text;
+  EXPECT_EQ(count(text, "psum_scatter over {data}"), 1u) << text;
+  EXPECT_EQ(count(text, "psum over {data}"), 2u) << text;  // the loss and db
+}
+
+TEST(Partition, FullyShardedTwoLayersRegatherWeightsForTheBackward) {
+  using M = mesh<axis<"data", 2>>;
+  using W1 = tensor<float, shape<8, 16>>;
+  using W2 = tensor<float, shape<16, 4>>;
+  using X2 = tensor<float, shape<16, 8>>;
+  using Y2 = tensor<float, shape<16, 4>>;
+  const W1 w1 = random_tensor<W1>(13, 0.4f);
+  const W2 w2 = random_tensor<W2>(14, 0.3f);
+  const X2 x = random_tensor<X2>(15);
+  const Y2 y = random_tensor<Y2>(16);
+  constexpr auto step = [](auto a, auto b, auto xs, auto ys) {
+    const auto [loss, g] = value_and_grad<0, 1>([](auto p, auto q, auto u, auto v) {
+      const auto e = matmul(tanh(matmul(u, p)), q) - v;
+      return mean(e * e);
+    })(a, b, xs, ys);
+    return std::tuple(loss, std::get<0>(g), std::get<1>(g));
+  };
+  // The hidden layer's gradient needs dy . w2^T with dy split by rows (the batch) and w2 split by rows
+  // (storage): both split over "data" in kept dimensions; w2, an argument, is gathered (the forward's
+  // gather again: one all_gather per weight in the plan).
+  auto f = jit<M>(step, in_shardings<P<"data">, P<"data">, P<"data">, P<"data">>, out_shardings<P<>, P<"data">, P<"data">>);
+  const auto [loss, g1, g2] = f(w1, w2, x, y);
+  const auto [loss1, g11, g21] = jit(step)(w1, w2, x, y);
+  expect_close(loss, loss1);
+  expect_close(g1, g11, 1e-5);
+  expect_close(g2, g21, 1e-5);
+  const std::string text = dump(f, w1, w2, x, y);
+  EXPECT_EQ(count(text, "all_gather over {data}"), 2u) << text;
+  EXPECT_EQ(count(text, "psum_scatter over {data}"), 2u) << text;
+  EXPECT_EQ(count(text, "psum over {data}"), 1u) << text;  // the loss
+  // Each device holds half of each weight: (64 + 32) floats of the parameters, not 192.
+  EXPECT_NE(text.find("reads: param0:f32[4,16]"), std::string::npos) << text;
+}
+
+// ---- layouts of elementwise operations, reductions and results ----------------------------------------
+
+TEST(Partition, WholeOperandTakesItsBlockAndResultsAreRelaidOut) {
+  using M = mesh<axis<"data", 4>>;
+  using V = tensor<float, shape<8, 2>>;
+  const V a = random_tensor<V>(9), c = random_tensor<V>(10);
+  // a split by rows, c whole: each device takes c's rows of its block (no communication); the product is
+  // returned split (as computed) and whole (gathered).
+  auto f = jit<M>([](auto p, auto q) { return std::tuple(p * q, exp(p * q)); }, in_shardings<P<"data">, P<>>,
+                  out_shardings<P<"data">, P<>>);
+  const auto [prod, whole] = f(a, c);
+  const auto [prod1, whole1] = jit([](auto p, auto q) { return std::tuple(p * q, exp(p * q)); })(a, c);
+  expect_close(prod, prod1);
+  expect_close(whole, whole1);
+  const std::string text = dump(f, a, c);
+  EXPECT_EQ(count(text, "all_gather over {data}"), 1u) << text;
+  EXPECT_NE(text.find("1 collectives"), std::string::npos) << text;
+}
+
+TEST(Partition, ReductionsOverASplitDimension) {
+  using M = mesh<axis<"data", 2>, axis<"model", 2>>;
+  using V = tensor<float, shape<4, 6>>;
+  const V a = random_tensor<V>(11);
+  // Rows over "data", columns over "model". The column sums are pending over "data" and end split over it
+  // (reduce-scatter); the row maxima are a local max and a pmax over "model".
+  auto g = [](auto p) { return std::tuple(reduce_sum<0>(p), reduce_max<1>(p)); };
+  auto f = jit<M>(g, in_shardings<P<"data", "model">>, out_shardings<P<"data">, P<"data">>);
+  const auto [sums, maxima] = f(a);
+  const auto [sums1, maxima1] = jit(g)(a);
+  expect_close(sums, sums1);
+  expect_close(maxima, maxima1, 0);
+  const std::string text = dump(f, a);
+  EXPECT_EQ(count(text, "pmax over {model}"), 1u) << text;
+  EXPECT_EQ(count(text, "all_gather over {model}"), 1u) << text;  // the sums' columns, split over model, made whole
+}
+
+TEST(Partition, ReshapeAndTransposeCarryTheirSplits) {
+  using M = mesh<axis<"data", 2>>;
+  using V = tensor<float, shape<4, 3, 2>>;
+  const V a = random_tensor<V>(12);
+  // [4@data,3,2] -> [4@data,6] -> [6,4@data]: no communication; the result comes back split as computed.
+  auto g = [](auto p) { return transpose<1, 0>(reshape<shape<4, 6>>(p)) * 2.0f; };
+  auto f = jit<M>(g, in_shardings<P<"data">>, out_shardings<P<none, "data">>);
+  expect_close(f(a), jit(g)(a));
+  const std::string text = dump(f, a);
+  EXPECT_NE(text.find("0 collectives"), std::string::npos) << text;
+}
+
+}  // namespace
