@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -32,6 +33,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include "tessel/core/fixed_string.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/tracer.hpp"
 
@@ -198,15 +200,9 @@ struct leaf_name_text {
       if (size < text.size()) text[size++] = c;
   }
   constexpr void append(std::size_t index) {
-    char digits[24]{};
-    int n = 0;
-    do {
-      digits[n++] = static_cast<char>('0' + index % 10);
-      index /= 10;
-    } while (index != 0);
-    std::array<char, 24> part{};
-    for (int i = 0; i < n; ++i) part[static_cast<std::size_t>(i)] = digits[n - 1 - i];
-    append(std::string_view(part.data(), static_cast<std::size_t>(n)));
+    message_builder digits;
+    digits << static_cast<std::uint64_t>(index);
+    append(digits.view());
   }
   constexpr std::string_view view() const { return {text.data(), size}; }
 };
