@@ -9,7 +9,10 @@
 //
 // in_specs: one PartitionSpec per argument: its dimensions are split over the named mesh axes and every
 // device gets its block; an argument is the same on every device along the axes its spec does not name.
-// out_specs: one per returned tuple element (or one for all): blocks are concatenated along the named axes;
+// For a std::tuple argument the entry may be a tree of specs, one per element (specs<P<>, P<"data">, ...>:
+// an optimizer state whose step count is whole and whose moments are split).
+// out_specs: one per returned tuple element (or one for all; a tuple's entry may be a spec tree): blocks are
+// concatenated along the named axes;
 // along the others the result must be the same on every device, which tracing proves (a compile error
 // otherwise, transform/shard_map.hpp). A spec given for a tree (a parameter struct, a tuple, an array)
 // holds for every leaf (JAX's prefix specs): f sees the tree of blocks, and a struct split on the way in
@@ -61,17 +64,21 @@ struct over_tensors<P<F>> {
 
 // The global type of a result made of blocks laid out by Spec: a tensor's dimensions multiplied, a tree's
 // leaves each so. A struct of blocks comes back as the struct over tensors when its leaves are those
-// global arrays (a parameter struct split on the way in and put together on the way out).
+// global arrays (a parameter struct split on the way in and put together on the way out, or whole).
 template <class M, class Spec, class X>
 struct global_result {
   using blocks = tree::rebind_t<X, global_family<M, Spec, tensor>::template type>;
-  using type = std::conditional_t<Spec::rank == 0, X,
-                                  std::conditional_t<std::is_same_v<tree::leaf_types_t<blocks>, tree::leaf_types_t<typename over_tensors<X>::type>>,
-                                                     typename over_tensors<X>::type, blocks>>;
+  using type = std::conditional_t<std::is_same_v<tree::leaf_types_t<blocks>, tree::leaf_types_t<typename over_tensors<X>::type>>,
+                                  typename over_tensors<X>::type, blocks>;
 };
 template <class M, class Spec, class T, class S>
 struct global_result<M, Spec, tensor<T, S>> {
   using type = tensor<T, sharding::global_shape_t<M, Spec, S>>;
+};
+template <class M, class... Spec, class... X>
+  requires(sizeof...(Spec) == sizeof...(X))
+struct global_result<M, specs<Spec...>, std::tuple<X...>> {
+  using type = std::tuple<typename global_result<M, Spec, X>::type...>;
 };
 template <class M, class OutSpecs, class R>
 struct global_results {
@@ -254,7 +261,7 @@ class sharded {
   // A broken call has had its one message (each check raises it): nothing more is compiled for it.
   template <std::size_t... I, class... A>
   auto call(std::index_sequence<I...> seq, const A&... args) const {
-    if constexpr (!shard_detail::check_arguments<M, in_specs, A...>()) {
+    if constexpr (!shard_detail::check_arguments<shard_detail::api_names<F>, M, in_specs, A...>()) {
       return shard_detail::not_run{};
     } else {
       using t = decltype(planned_for<A...>(seq));
@@ -298,7 +305,9 @@ class sharded {
   template <class T, class R>
   static consteval bool check_replication() {
     return []<std::size_t... L>(std::index_sequence<L...>) {
-      return (shard_detail::check_replication<M, out_specs, L, shard_detail::out_spec_of_leaf_v<out_specs, R>[L], T::summary.varying[L]>() && ...);
+      return (shard_detail::check_replication<M, out_specs, L, shard_detail::out_spec_of_leaf_v<out_specs, R>[L],
+                                               std::tuple_element_t<L, shard_detail::out_leaf_specs_t<out_specs, R>>, T::summary.varying[L]>() &&
+              ...);
     }(std::make_index_sequence<T::outputs>{});
   }
 
@@ -306,7 +315,11 @@ class sharded {
   // device's block (in place when contiguous, else a copy).
   template <class Spec, class A, class Job>
   static void place_argument(const A& a, std::size_t& leaf, Job& job) {
-    if constexpr (DType<A>) {
+    if constexpr (shard_detail::is_spec_tree_v<Spec>) {
+      [&]<std::size_t... J>(std::index_sequence<J...>) {
+        (place_argument<shard_detail::spec_at_t<J, Spec>>(std::get<J>(a), leaf, job), ...);
+      }(std::make_index_sequence<std::tuple_size_v<A>>{});
+    } else if constexpr (DType<A>) {
       for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) job.parameters[d][leaf] = &a;
       ++leaf;
     } else if constexpr (!is_tensor_v<A>) {
@@ -346,7 +359,11 @@ class sharded {
 
   template <class Spec, class X, class Job>
   static void place_leaves(X& x, std::size_t& leaf, Job& job) {
-    if constexpr (!is_tensor_v<X>) {
+    if constexpr (shard_detail::is_spec_tree_v<Spec>) {
+      [&]<std::size_t... J>(std::index_sequence<J...>) {
+        (place_leaves<shard_detail::spec_at_t<J, Spec>>(std::get<J>(x), leaf, job), ...);
+      }(std::make_index_sequence<std::tuple_size_v<X>>{});
+    } else if constexpr (!is_tensor_v<X>) {
       tree::for_each(x, [&](auto& part) { place_leaves<Spec>(part, leaf, job); });
     } else {
       using T = typename X::value_type;
@@ -396,8 +413,11 @@ constexpr sharded<M, InSpecs, OutSpecs, F> jit(sharded<M, InSpecs, OutSpecs, F> 
 //   auto mlp = jit<M>([](auto x, auto w1, auto w2) { return matmul(relu(matmul(x, w1)), w2); },
 //                     in_shardings<P<>, P<none, "model">, P<"model">>, out_shardings<P<>>);
 //
-// A partitioning the rules cannot decide (operands split differently; case 4 of SHARDING.md §3.3) is a
-// compile error naming the operation, the operands with their layouts, and the fix.
+// Arguments and results may be trees: one PartitionSpec for every leaf, or a spec tree for a tuple
+// (in_shardings<P<>, specs<P<>, P<"data">>>: parameters whole, an optimizer state (count, moments) with its
+// moments split: ZeRO). A partitioning the rules cannot decide (operands split differently; both operands of
+// a contraction split over one axis in dimensions it keeps) is a compile error naming the operation, the
+// operands with their layouts, and the fix.
 template <class M, class... In, class... Out, class F>
 constexpr sharded<M, specs<In...>, specs<Out...>, partition_detail::partitioned<M, specs<In...>, specs<Out...>, F>> jit(F, specs<In...>,
                                                                                                                      specs<Out...>) {

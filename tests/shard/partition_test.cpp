@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "reference.hpp"
 #include "tessel/tessel.hpp"
@@ -28,7 +29,7 @@ void expect_close(const T& got, const T& want, double rtol = 1e-6) {
   tessel::testing::expect_close_at_scale(got, want, "result", rtol);
 }
 
-std::size_t count(const std::string& text, const std::string& what) {
+std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
@@ -77,6 +78,32 @@ TEST(Partition, MegatronBackwardIsOneAllReduce) {
   EXPECT_NE(text.find("psum over {model} (2 devices): 16 bytes"), std::string::npos) << text;
 }
 
+// Megatron's attention on a 2x2 mesh: the batch over "data", the heads over "model" (q, k, v projections
+// split by columns, the output projection by rows). The head split follows the reshape and transposes; one
+// all-reduce over "model" at the end, nothing over "data".
+constexpr auto attention = [](auto x, auto wq, auto wk, auto wv, auto wo) {
+  auto heads = [](auto y) { return transpose<0, 2, 1, 3>(reshape<shape<4, 8, 4, 4>>(y)); };  // [B,T,H*Dh] -> [B,H,T,Dh]
+  const auto q = heads(matmul(x, wq)), k = heads(matmul(x, wk)), v = heads(matmul(x, wv));
+  const auto s = softmax(dot_general<axes<3>, axes<3>, axes<0, 1>, axes<0, 1>>(q, k) * 0.5f);  // [B,H,T,T]
+  const auto o = dot_general<axes<3>, axes<2>, axes<0, 1>, axes<0, 1>>(s, v);                 // [B,H,T,Dh]
+  return matmul(reshape<shape<4, 8, 16>>(transpose<0, 2, 1, 3>(o)), wo);
+};
+
+TEST(Partition, TensorParallelAttentionSplitsHeads) {
+  using M = mesh<axis<"data", 2>, axis<"model", 2>>;
+  using Seq = tensor<float, shape<4, 8, 16>>;
+  using Wd = tensor<float, shape<16, 16>>;
+  const Seq x = random_tensor<Seq>(30);
+  const Wd wq = random_tensor<Wd>(31, 0.3f), wk = random_tensor<Wd>(32, 0.3f), wv = random_tensor<Wd>(33, 0.3f), wo = random_tensor<Wd>(34, 0.3f);
+  auto f = jit<M>(attention, in_shardings<P<"data">, P<none, "model">, P<none, "model">, P<none, "model">, P<"model">>, out_shardings<P<"data">>);
+  expect_close(f(x, wq, wk, wv, wo), jit(attention)(x, wq, wk, wv, wo), 1e-5);
+  const std::string text = dump(f, x, wq, wk, wv, wo);
+  EXPECT_NE(text.find("1 collectives"), std::string::npos) << text;
+  EXPECT_EQ(count_of(text, "psum over {model}"), 1u) << text;
+  // Each device holds 2 of the 4 sequences and 2 of the 4 heads: scores f32[2,2,8,8].
+  EXPECT_NE(text.find("f32[2,2,8,8]"), std::string::npos) << text;
+}
+
 // ---- data parallel: the batch split, the parameters whole ----------------------------------------------
 
 using W = tensor<float, shape<6, 3>>;
@@ -115,7 +142,7 @@ void check_data_parallel() {
   // The loss's sum and each parameter's gradient are added up over the devices once: three all-reduces,
   // no gather (the forward needs no communication: case 1).
   EXPECT_NE(text.find("3 collectives"), std::string::npos) << text;
-  EXPECT_EQ(count(text, "psum over {data}"), 3u) << text;
+  EXPECT_EQ(count_of(text, "psum over {data}"), 3u) << text;
 }
 TEST(Partition, DataParallelEqualsOneDeviceOn2Devices) { check_data_parallel<2>(); }
 TEST(Partition, DataParallelEqualsOneDeviceOn4Devices) { check_data_parallel<4>(); }
@@ -127,9 +154,9 @@ TEST(Partition, FullyShardedGathersWeightsAndScattersGradients) {
   // summed over the batch, comes back split the same way: a reduce-scatter, not an all-reduce.
   const std::string text = expect_step_equals_one_device(
       jit<mesh<axis<"data", 2>>>(regression_step, in_shardings<P<"data">, P<>, P<"data">, P<"data">>, out_shardings<P<>, P<"data">, P<>>), 5);
-  EXPECT_EQ(count(text, "all_gather over {data}"), 1u) << text;
-  EXPECT_EQ(count(text, "psum_scatter over {data}"), 1u) << text;
-  EXPECT_EQ(count(text, "psum over {data}"), 2u) << text;  // the loss and db
+  EXPECT_EQ(count_of(text, "all_gather over {data}"), 1u) << text;
+  EXPECT_EQ(count_of(text, "psum_scatter over {data}"), 1u) << text;
+  EXPECT_EQ(count_of(text, "psum over {data}"), 2u) << text;  // the loss and db
 }
 
 TEST(Partition, FullyShardedTwoLayersRegatherWeightsForTheBackward) {
@@ -159,11 +186,90 @@ TEST(Partition, FullyShardedTwoLayersRegatherWeightsForTheBackward) {
   expect_close(g1, g11, 1e-5);
   expect_close(g2, g21, 1e-5);
   const std::string text = dump(f, w1, w2, x, y);
-  EXPECT_EQ(count(text, "all_gather over {data}"), 2u) << text;
-  EXPECT_EQ(count(text, "psum_scatter over {data}"), 2u) << text;
-  EXPECT_EQ(count(text, "psum over {data}"), 1u) << text;  // the loss
+  EXPECT_EQ(count_of(text, "all_gather over {data}"), 2u) << text;
+  EXPECT_EQ(count_of(text, "psum_scatter over {data}"), 2u) << text;
+  EXPECT_EQ(count_of(text, "psum over {data}"), 1u) << text;  // the loss
   // Each device holds half of each weight: (64 + 32) floats of the parameters, not 192.
   EXPECT_NE(text.find("reads: param0:f32[4,16]"), std::string::npos) << text;
+}
+
+// ---- trees: a parameter struct, one PartitionSpec for all its leaves ---------------------------------
+
+template <template <class, class> class T = tensor>
+struct net {
+  BOOST_HANA_DEFINE_STRUCT(net, (T<float, shape<16, 32>>, w1), (T<float, shape<32>>, b1), (T<float, shape<32, 8>>, w2));
+};
+using Xn = tensor<float, shape<32, 16>>;
+using Yn = tensor<float, shape<32, 8>>;
+
+constexpr auto sgd_step = [](auto params, auto x, auto y) {
+  const auto [loss, g] = value_and_grad([](auto q, auto u, auto v) {
+    const auto e = matmul(tanh(matmul(u, q.w1) + q.b1), q.w2) - v;
+    return mean(e * e);
+  })(params, x, y);
+  return std::tuple(loss, tree::map([](auto w, auto dw) { return w - dw * 0.1f; }, params, g));
+};
+
+template <class Spec>
+void check_sgd_step() {
+  using M = mesh<axis<"data", 4>>;
+  const net<> p{random_tensor<tensor<float, shape<16, 32>>>(17, 0.3f), random_tensor<tensor<float, shape<32>>>(18, 0.3f),
+                random_tensor<tensor<float, shape<32, 8>>>(19, 0.3f)};
+  const Xn x = random_tensor<Xn>(20);
+  const Yn y = random_tensor<Yn>(21);
+  auto f = jit<M>(sgd_step, in_shardings<Spec, P<"data">, P<"data">>, out_shardings<P<>, Spec>);
+  const auto [loss, next] = f(p, x, y);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(next)>, net<>>, "the struct comes back as the struct");
+  const auto [loss1, next1] = jit(sgd_step)(p, x, y);
+  expect_close(loss, loss1);
+  expect_close(next.w1, next1.w1);
+  expect_close(next.b1, next1.b1);
+  expect_close(next.w2, next1.w2);
+}
+// Data parallel: the struct whole on every device, its gradient all-reduced leaf by leaf.
+TEST(Partition, ParameterStructDataParallelStepEqualsOneDevice) { check_sgd_step<P<>>(); }
+// Fully sharded: every leaf split by rows, gathered where used, its gradient reduce-scattered.
+TEST(Partition, ParameterStructFullyShardedStepEqualsOneDevice) { check_sgd_step<P<"data">>(); }
+
+// A momentum step whose optimizer state is (step count, momentum struct): a spec tree keeps the count whole
+// and splits the momentum by rows (ZeRO: each device updates and keeps its share of the state).
+TEST(Partition, SpecTreeShardsTheOptimizerStateOnly) {
+  using M = mesh<axis<"data", 2>>;
+  using Count = tensor<float, shape<>>;
+  const net<> p{random_tensor<tensor<float, shape<16, 32>>>(22, 0.3f), random_tensor<tensor<float, shape<32>>>(23, 0.3f),
+                random_tensor<tensor<float, shape<32, 8>>>(24, 0.3f)};
+  const net<> m0{random_tensor<tensor<float, shape<16, 32>>>(25, 0.1f), random_tensor<tensor<float, shape<32>>>(26, 0.1f),
+                 random_tensor<tensor<float, shape<32, 8>>>(27, 0.1f)};
+  const std::tuple<Count, net<>> state{Count{3.0f}, m0};
+  const Xn x = random_tensor<Xn>(28);
+  const Yn y = random_tensor<Yn>(29);
+  constexpr auto step = [](auto params, auto s, auto u, auto v) {
+    const auto g = grad([](auto q, auto a, auto b) {
+      const auto e = matmul(tanh(matmul(a, q.w1) + q.b1), q.w2) - b;
+      return mean(e * e);
+    })(params, u, v);
+    const auto momentum = tree::map([](auto m, auto d) { return m * 0.9f + d; }, std::get<1>(s), g);
+    return std::tuple(tree::map([](auto w, auto m) { return w - m * 0.1f; }, params, momentum), std::tuple(std::get<0>(s) + 1.0f, momentum));
+  };
+  using state_spec = specs<P<>, P<"data">>;  // the same spec tree for the state in and out
+  auto f = jit<M>(step, in_shardings<P<>, state_spec, P<"data">, P<"data">>, out_shardings<P<>, state_spec>);
+  const auto [next, next_state] = f(p, state, x, y);
+  const auto [next1, next_state1] = jit(step)(p, state, x, y);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(next_state)>, std::tuple<Count, net<>>>);
+  const auto& [count, momentum] = next_state;
+  const auto& momentum1 = std::get<1>(next_state1);
+  EXPECT_EQ(count[0], 4.0f);
+  expect_close(next.w1, next1.w1, 1e-5);
+  expect_close(next.b1, next1.b1, 1e-5);
+  expect_close(next.w2, next1.w2, 1e-5);
+  expect_close(momentum.w1, momentum1.w1, 1e-5);
+  expect_close(momentum.w2, momentum1.w2, 1e-5);
+  // Each gradient is reduce-scattered into the momentum's split (not all-reduced), and each new parameter
+  // gathered back whole: three of each, and no all-reduce but the count's none.
+  const std::string text = dump(f, p, state, x, y);
+  EXPECT_EQ(count_of(text, "psum_scatter over {data}"), 3u) << text;
+  EXPECT_EQ(count_of(text, "all_gather over {data}"), 3u) << text;
+  EXPECT_EQ(count_of(text, "psum over {data}"), 0u) << text;
 }
 
 // ---- layouts of elementwise operations, reductions and results ----------------------------------------
@@ -181,7 +287,7 @@ TEST(Partition, WholeOperandTakesItsBlockAndResultsAreRelaidOut) {
   expect_close(prod, prod1);
   expect_close(whole, whole1);
   const std::string text = dump(f, a, c);
-  EXPECT_EQ(count(text, "all_gather over {data}"), 1u) << text;
+  EXPECT_EQ(count_of(text, "all_gather over {data}"), 1u) << text;
   EXPECT_NE(text.find("1 collectives"), std::string::npos) << text;
 }
 
@@ -198,8 +304,8 @@ TEST(Partition, ReductionsOverASplitDimension) {
   expect_close(sums, sums1);
   expect_close(maxima, maxima1, 0);
   const std::string text = dump(f, a);
-  EXPECT_EQ(count(text, "pmax over {model}"), 1u) << text;
-  EXPECT_EQ(count(text, "all_gather over {model}"), 1u) << text;  // the sums' columns, split over model, made whole
+  EXPECT_EQ(count_of(text, "pmax over {model}"), 1u) << text;
+  EXPECT_EQ(count_of(text, "all_gather over {model}"), 1u) << text;  // the sums' columns, split over model, made whole
 }
 
 TEST(Partition, ReshapeAndTransposeCarryTheirSplits) {

@@ -67,6 +67,31 @@ TEST(TreeSpecs, TupleLeavesAreSplitByColumns) {
 }
 
 // A tree of blocks reduced on each device: the traced function sees the block shapes.
+TEST(TreeSpecs, ASpecTreeGivesEachElementItsOwnSpec) {
+  using M = mesh<axis<"data", 2>>;
+  using C = tensor<float, shape<>>;
+  using A = tensor<float, shape<4, 3>>;
+  using B = tensor<float, shape<2, 6>>;
+  const std::tuple<C, std::tuple<A, B>> t{C{5.0f}, {random_tensor<A>(6), random_tensor<B>(7)}};
+  // The scalar whole (it has no dimension to split), A by rows, B by columns: a nested spec tree.
+  auto f = shard_map<M, specs<specs<P<>, specs<P<"data">, P<none, "data">>>>, specs<P<>, P<"data">, P<none, "data">>>([](auto s) {
+    const auto c = std::get<0>(s);
+    const auto a = std::get<0>(std::get<1>(s));
+    const auto b = std::get<1>(std::get<1>(s));
+    static_assert(std::is_same_v<decltype(a), const tracer<float, shape<2, 3>>> && std::is_same_v<decltype(b), const tracer<float, shape<2, 3>>>,
+                  "each element's block, as its own spec says");
+    auto mark = [](auto x) {
+      return x + broadcast_to<typename decltype(x)::shape_type>(convert_element_type<float>(axis_index<"data">(x)));
+    };
+    return std::tuple(c * 2.0f, mark(a), mark(b));
+  });
+  const auto [c, a, b] = f(t);
+  EXPECT_EQ(c[0], 10.0f);
+  const auto& [a0, b0] = std::get<1>(t);
+  for (std::size_t i = 0; i < A::size; ++i) EXPECT_EQ(a.data()[i], a0.data()[i] + static_cast<float>(i / 3 / 2)) << "A " << i;
+  for (std::size_t i = 0; i < B::size; ++i) EXPECT_EQ(b.data()[i], b0.data()[i] + static_cast<float>(i % 6 / 3)) << "B " << i;
+}
+
 TEST(TreeSpecs, TheFunctionSeesATreeOfBlocks) {
   using M = mesh<axis<"data", 4>>;
   using V = tensor<float, shape<8>>;

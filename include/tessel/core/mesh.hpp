@@ -307,8 +307,8 @@ consteval bool require_valid_spec() {
   } else {
     raise<fit<[] {
       message_builder m;
-      constexpr bool in = Side.view() == std::string_view("in");
-      m << Function << ": " << Side << "_specs[" << static_cast<std::uint64_t>(Index) << "] is ";
+      constexpr bool in = Side.view().substr(0, 2) == std::string_view("in");
+      m << Function << ": " << Side << "[" << static_cast<std::uint64_t>(Index) << "] is ";
       Spec::append(m) << ", for " << (in ? "args[" : "results[") << static_cast<std::uint64_t>(Index) << "] of type ";
       append_type<X>(m) << " on a ";
       M::append(m) << ": ";

@@ -8,7 +8,9 @@
 // that are still to be added (JAX's unreduced {U:X}, DTensor's Partial). The rules, per primitive kind:
 //
 //   elementwise      operands split alike; an operand whole along a split dimension takes its device's block
-//                    (no communication); two different splits of one dimension are a compile error.
+//                    (no communication). Where splits clash, an argument of f (a storage choice: maybe
+//                    broadcast, transposed, reshaped or cast) yields to a computed value and is gathered;
+//                    a clash between two computed values or two arguments is a compile error.
 //                    add, sub, neg, and mul or div by a whole value keep a partial sum partial; any other
 //                    operation adds it up first (psum).
 //   broadcast_in_dim, reshape, transpose   the splits follow the dimensions (a reshape gathers a split it
@@ -18,14 +20,16 @@
 //   dot_general      the four cases of SHARDING.md §3.3: no split contracting dimension, nothing to do;
 //                    one side split on a contracting dimension, that side gathered (all_gather); both split
 //                    alike, a partial sum over those axes; both split over one axis in dimensions the result
-//                    keeps, a compile error (each device would hold diagonal blocks only).
+//                    keeps (each device would hold diagonal blocks only): an argument is gathered (the weight
+//                    of fully sharded data parallelism, in the backward pass), else a compile error.
 //   anything else    (slice, pad, concatenate, take, ...): its operands gathered whole, then run as written.
 //
 // Results are brought to their out_shardings: a partial sum by psum (whole) or psum_scatter (split over
 // exactly its axes), a split the out_sharding lacks by all_gather, a split it asks for by taking the device's
 // block. So a data-parallel gradient gets one all-reduce per parameter, and a Megatron MLP one all-reduce
-// forward and one backward, with no annotation inside f. scan and cond are not partitioned (a compile
-// error says to use shard_map there).
+// forward and one backward, with no annotation inside f. Arguments may be trees (a parameter struct): one
+// PartitionSpec holds for every leaf, as in shard_map. scan and cond are not partitioned (a compile error
+// says to use shard_map there). Only the nodes the results need are partitioned.
 
 #include <array>
 #include <cstddef>
@@ -160,11 +164,6 @@ class partitioner {
   constexpr ir::dims local_dims(const ir::dims& global, const layout& l) const {
     ir::dims s = global;
     for (std::size_t d = 0; d < s.rank; ++d) s.d[d] /= splits(l, d);
-    return s;
-  }
-  constexpr ir::dims global_dims(int local, const layout& l) const {
-    ir::dims s = out_[local].shape;
-    for (std::size_t d = 0; d < s.rank; ++d) s.d[d] *= splits(l, d);
     return s;
   }
 
@@ -337,25 +336,35 @@ class partitioner {
   constexpr void elementwise(std::size_t i) {
     const ir::node& n = in_[static_cast<int>(i)];
     const std::size_t rank = n.shape.rank;
+    // Computed values' splits first; an argument's (a storage choice) yields to them where they clash, and
+    // is gathered there. A clash between two computed values, or two arguments, is ambiguous.
     layout target;
-    for (std::size_t k = 0; k < n.arity; ++k) {
-      const layout& l = lay_[static_cast<std::size_t>(n.operands[k])];
-      for (std::size_t d = 0; d < rank; ++d) {
-        if (l.count[d] == 0 || target.same_dim(d, l, d)) continue;
-        if (target.count[d] == 0 && (target.split_mask(rank) & l.dim_mask(d)) == 0) {
-          target.copy_dim(d, l, d);
-          continue;
-        }
-        message_builder m;
-        m << "tessel::jit (with shardings): " << n.prim->name << " got incompatible shardings: ";
-        for (std::size_t j = 0; j < n.arity; ++j)
-          append_typed(m << (j ? " and " : ""), mesh_, in_[n.operands[j]], lay_[static_cast<std::size_t>(n.operands[j])]);
-        m << " split dimension " << static_cast<std::uint64_t>(d)
-          << " differently, and which layout the result takes is ambiguous; fix: give the arguments in_shardings that split "
+    std::uint8_t computed = 0;  // axes of the target's splits that computed values chose
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t k = 0; k < n.arity; ++k) {
+        const bool argument = is_argument(n.operands[k]);
+        if (argument != (pass == 1)) continue;
+        const layout& l = lay_[static_cast<std::size_t>(n.operands[k])];
+        for (std::size_t d = 0; d < rank; ++d) {
+          if (l.count[d] == 0 || target.same_dim(d, l, d)) continue;
+          const bool open = target.count[d] == 0 && (target.split_mask(rank) & l.dim_mask(d)) == 0;
+          if (open) {
+            target.copy_dim(d, l, d);
+            if (!argument) computed = static_cast<std::uint8_t>(computed | l.dim_mask(d));
+            continue;
+          }
+          const std::uint8_t against = static_cast<std::uint8_t>(target.dim_mask(d) | (target.split_mask(rank) & l.dim_mask(d)));
+          if (argument && (against & ~computed) == 0) continue;  // yields: gathered below
+          message_builder m;
+          m << "tessel::jit (with shardings): " << n.prim->name << " got incompatible shardings: ";
+          for (std::size_t j = 0; j < n.arity; ++j)
+            append_typed(m << (j ? " and " : ""), mesh_, in_[n.operands[j]], lay_[static_cast<std::size_t>(n.operands[j])]);
+          m << " split dimension " << static_cast<std::uint64_t>(d)
+            << " differently, and which layout the result takes is ambiguous; fix: give the arguments in_shardings that split "
              "their common dimensions alike (a whole dimension takes either split)";
-        return fail(m);
+          return fail(m);
+        }
       }
-    }
     std::uint8_t pending = 0;
     if (linear_in_pending(n, pending)) target.pending = static_cast<std::uint8_t>(pending & ~target.split_mask(rank));
     std::array<int, ir::max_operands> ops{-1, -1, -1};
@@ -470,9 +479,11 @@ class partitioner {
     done(i, r, target);
   }
 
-  // An argument of f, maybe transposed, reshaped or cast (a bf16 copy of f32 master weights).
+  // An argument of f, maybe transposed, reshaped, broadcast or cast (a bf16 copy of f32 master weights).
   constexpr bool is_argument(int x) const {
-    while (in_[x].prim == &prim::transpose_p || in_[x].prim == &prim::reshape_p || in_[x].prim == &prim::convert_element_type_p) x = in_[x].operands[0];
+    while (in_[x].prim == &prim::transpose_p || in_[x].prim == &prim::reshape_p || in_[x].prim == &prim::convert_element_type_p ||
+           in_[x].prim == &prim::broadcast_in_dim_p)
+      x = in_[x].operands[0];
     return in_[x].prim->kind == ir::prim_kind::parameter;
   }
   static constexpr std::uint8_t lhs_kept(const layout& l, const prim::build::dot_dims& dd, std::size_t rank) {
@@ -551,14 +562,32 @@ class partitioner {
 
 // ---- the body shard_map runs ----------------------------------------------------------------------------
 
-// A traced argument's global type: its block's dimensions multiplied back.
-template <class M, class Spec, class X>
-struct global_arg {
+// A traced argument's global type: its blocks' dimensions multiplied back (every leaf of a tree alike).
+template <class M, class Spec>
+struct global_tracers {
+  template <class T, class S>
+  using type = tracer<T, sharding::global_shape_t<M, Spec, S>>;
+};
+// A struct comes back over the tracer family (the one a plain jit passes), so that f may combine structs
+// that arrived under different specs (tree::map over parameters and a split optimizer state).
+template <class X>
+struct over_tracers {
   using type = X;
 };
-template <class M, class Spec, class T, class S>
-struct global_arg<M, Spec, tracer<T, S>> {
-  using type = tracer<T, sharding::global_shape_t<M, Spec, S>>;
+template <template <template <class, class> class> class S, template <class, class> class F>
+struct over_tracers<S<F>> {
+  using type = S<tracer>;
+};
+template <class M, class Spec, class X>
+struct global_arg {
+  using rebound = tree::rebind_t<X, global_tracers<M, Spec>::template type>;
+  using type = std::conditional_t<std::is_same_v<tree::leaf_types_t<rebound>, tree::leaf_types_t<typename over_tracers<X>::type>>,
+                                  typename over_tracers<X>::type, rebound>;
+};
+template <class M, class... S, class... X>
+  requires(sizeof...(S) == sizeof...(X))
+struct global_arg<M, specs<S...>, std::tuple<X...>> {
+  using type = std::tuple<typename global_arg<M, S, X>::type...>;
 };
 
 // A result leaf's block type under an out_sharding.
@@ -567,53 +596,86 @@ struct block_tracers {
   template <class T, class S>
   using type = tracer<T, sharding::local_shape_t<M, Spec, S>>;
 };
+template <class M, class Spec, class X>
+struct local_result {
+  using type = tree::rebind_t<X, block_tracers<M, Spec>::template type>;
+};
+template <class M, class... S, class... X>
+  requires(sizeof...(S) == sizeof...(X))
+struct local_result<M, specs<S...>, std::tuple<X...>> {
+  using type = std::tuple<typename local_result<M, S, X>::type...>;
+};
 template <class M, class OutSpecs, class R>
 struct local_results {
-  using type = tree::rebind_t<R, block_tracers<M, shard_detail::spec_at_t<0, OutSpecs>>::template type>;
+  using type = typename local_result<M, shard_detail::spec_at_t<0, OutSpecs>, R>::type;
 };
 template <class M, class OutSpecs, class... X>
   requires(shard_detail::spec_count<OutSpecs>::value > 1)
 struct local_results<M, OutSpecs, std::tuple<X...>> {
   using type = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::tuple<tree::rebind_t<X, block_tracers<M, shard_detail::spec_at_t<I, OutSpecs>>::template type>...>{};
+    return std::tuple<typename local_result<M, shard_detail::spec_at_t<I, OutSpecs>, X>::type...>{};
   }(std::index_sequence_for<X...>{}));
 };
 
-template <class M, class Specs, std::size_t... I>
-constexpr auto layouts_of(std::index_sequence<I...>) {
-  return std::array<layout, sizeof...(I) + 1>{layout_of<M, shard_detail::spec_at_t<I, Specs>>()...};
+template <class M, class... LeafSpec>
+constexpr auto layouts_of(std::tuple<LeafSpec...>) {
+  return std::array<layout, sizeof...(LeafSpec) + 1>{layout_of<M, LeafSpec>()...};
+}
+// Every argument leaf's layout, in tree order (a spec tree gives each element its own).
+template <class M, class InSpecs, class... L>
+constexpr auto leaf_layouts() {
+  std::array<layout, (std::size_t{0} + ... + shard_detail::leaf_count<L>()) + 1> out{};
+  std::size_t next = 0;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((void)[&]<class... LeafSpec>(std::tuple<LeafSpec...>) { ((out[next++] = layout_of<M, LeafSpec>()), ...); }(
+         shard_detail::leaf_specs_t<shard_detail::spec_at_t<I, InSpecs>, L>{}),
+     ...);
+  }(std::index_sequence_for<L...>{});
+  return out;
 }
 
-// f traced at the global shapes, into its own graph.
+// f traced at the global shapes, into its own graph: leaf k of the arguments is parameter k.
 template <class F, class... G>
 constexpr auto trace_global(ir::graph_builder& g) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
     std::tuple<G...> p{};
-    ((std::get<I>(p) = prim::parameter<typename G::value_type, typename G::shape_type>(&g, static_cast<int>(I))), ...);
-    g.parameter_count = static_cast<int>(sizeof...(G));
+    int next = 0;
+    tree::for_each(p, [&](auto& leaf) {
+      using X = std::remove_cvref_t<decltype(leaf)>;
+      leaf = prim::parameter<typename X::value_type, typename X::shape_type>(&g, next++);
+    });
+    g.parameter_count = next;
     return F{}(std::get<I>(p)...);
   }(std::index_sequence_for<G...>{});
 }
 
+template <class M, class InSpecs, class OutSpecs, class F>
+struct partitioned;
+
+// The names jit's messages use.
+struct jit_names {
+  static constexpr fixed_string function = "tessel::jit (with shardings)";
+  static constexpr fixed_string in = "in_shardings";
+  static constexpr fixed_string out = "out_shardings";
+};
+
+// An out_sharding checked against f's global result (a tensor, or every leaf of a tree).
 template <class M, std::size_t I, class Spec, class X>
 consteval bool check_out_sharding() {
-  if constexpr (!is_partition_spec_v<Spec>) {
+  if constexpr (shard_detail::is_spec_tree_v<Spec>) {
+    return shard_detail::require_valid_spec_tree<jit_names, false, I, M, Spec, tree::rebind_t<X, tensor>>();
+  } else if constexpr (!is_partition_spec_v<Spec>) {
     raise<"tessel::jit (with shardings): an out_shardings entry is not a PartitionSpec; fix: write tessel::P<...>", Spec>();
     return false;
   } else if constexpr (Traced<X>) {
-    return sharding::require_valid_spec<"tessel::jit", "out", I, M, Spec, tensor_type<typename X::value_type, typename X::shape_type>>();
-  } else if constexpr (is_tuple_v<X>) {
-    return []<std::size_t... K>(std::index_sequence<K...>) {
-      return (check_out_sharding<M, I, Spec, std::tuple_element_t<K, X>>() && ...);
-    }(std::make_index_sequence<std::tuple_size_v<X>>{});
+    return sharding::require_valid_spec<jit_names::function, jit_names::out, I, M, Spec, tensor_type<typename X::value_type, typename X::shape_type>>();
   } else {
-    raise<"tessel::jit (with shardings): f must return tensors, or a std::tuple of them", X>();
-    return false;
+    return shard_detail::require_valid_leaf_specs<jit_names, false, I, M, Spec, tree::rebind_t<X, tensor>>();
   }
 }
 template <class M, class OutSpecs, class R>
 consteval bool check_out_shardings() {
-  if constexpr (!shard_detail::check_out_count<OutSpecs, R>()) return false;
+  if constexpr (!shard_detail::check_out_count<jit_names, OutSpecs, R>()) return false;
   else if constexpr (shard_detail::spec_count<OutSpecs>::value == 1) return check_out_sharding<M, 0, shard_detail::spec_at_t<0, OutSpecs>, R>();
   else
     return []<std::size_t... I>(std::index_sequence<I...>) {
@@ -631,50 +693,52 @@ struct partitioned {
 
   template <class... L>
   constexpr auto operator()(L... blocks) const {
-    if constexpr (!(Traced<L> && ...)) {
-      raise<"tessel::jit (with shardings): every argument must be a tensor or a scalar (the partitioner lays out arrays); "
-            "fix: pass a tree's leaves as separate arguments, or use tessel::shard_map, which takes trees", F>();
-      return tracer<float, shape<>>{};
+    using R = decltype(result_of<L...>(std::index_sequence_for<L...>{}));
+    using result = typename local_results<M, OutSpecs, R>::type;
+    if constexpr (!check_out_shardings<M, OutSpecs, R>()) {
+      return result{};
     } else {
-      using R = decltype(result_of<L...>(std::index_sequence_for<L...>{}));
-      using result = typename local_results<M, OutSpecs, R>::type;
-      if constexpr (!check_out_shardings<M, OutSpecs, R>()) {
-        return result{};
-      } else {
-        ir::graph_builder& g = *std::get<0>(std::tie(blocks...)).graph;
-        ir::graph_builder global;
-        const R r = [&]<std::size_t... I>(std::index_sequence<I...>) {
-          return trace_global<F, typename global_arg<M, shard_detail::spec_at_t<I, InSpecs>, L>::type...>(global);
-        }(std::index_sequence_for<L...>{});
-        if (global.missing_rule != nullptr) g.report_missing(global.missing_rule, global.missing_rule_kind);
-        if (global.error_size != 0) g.report_error(std::string_view(global.error.data(), global.error_size));
+      ir::graph_builder* found = nullptr;
+      (tree::for_each(blocks, [&](const auto& leaf) { found = found ? found : leaf.graph; }), ...);
+      ir::graph_builder& g = *found;
+      ir::graph_builder global;
+      const R r = [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return trace_global<F, typename global_arg<M, shard_detail::spec_at_t<I, InSpecs>, L>::type...>(global);
+      }(std::index_sequence_for<L...>{});
+      if (global.missing_rule != nullptr) g.report_missing(global.missing_rule, global.missing_rule_kind);
+      if (global.error_size != 0) g.report_error(std::string_view(global.error.data(), global.error_size));
 
-        partitioner p(global, g);
-        constexpr auto in = layouts_of<M, InSpecs>(std::index_sequence_for<L...>{});
-        {
-          std::size_t k = 0;
-          ((p.bind(static_cast<int>(k), blocks.id, in[k]), ++k), ...);
-        }
-        std::vector<int> ids;
-        tree::for_each(r, [&](const auto& leaf) { ids.push_back(leaf.id); });
-        p.run(ids);
+      // Leaf k of the blocks is parameter k of f's graph, laid out as its argument's in_sharding says.
+      partitioner p(global, g);
+      constexpr auto in = leaf_layouts<M, InSpecs, L...>();
+      int leaf = 0;
+      (tree::for_each(blocks, [&](const auto& b) {
+         p.bind(leaf, b.id, in[static_cast<std::size_t>(leaf)]);
+         ++leaf;
+       }),
+       ...);
 
-        constexpr auto out = layouts_of<M, OutSpecs>(std::make_index_sequence<shard_detail::spec_count<OutSpecs>::value>{});
-        constexpr auto which = shard_detail::out_spec_of_leaf_v<OutSpecs, R>;
-        result o{};
-        std::size_t k = 0;
-        tree::for_each(o, [&](auto& leaf) {
-          leaf.graph = &g;
-          leaf.id = p.result(ids[k], out[which[k]]);
-          ++k;
-        });
-        return o;
-      }
+      std::vector<int> ids;
+      tree::for_each(r, [&](const auto& x) { ids.push_back(x.id); });
+      p.run(ids);
+
+      constexpr auto out = layouts_of<M>(shard_detail::out_leaf_specs_t<OutSpecs, R>{});
+      result o{};
+      std::size_t k = 0;
+      tree::for_each(o, [&](auto& x) {
+        x.graph = &g;
+        x.id = p.result(ids[k], out[k]);
+        ++k;
+      });
+      return o;
     }
   }
 };
 
 }  // namespace partition_detail
+
+template <class M, class InSpecs, class OutSpecs, class F>
+struct shard_detail::api_names<partition_detail::partitioned<M, InSpecs, OutSpecs, F>> : partition_detail::jit_names {};
 
 // in_shardings<...> and out_shardings<...>: one PartitionSpec per argument, per returned tuple element
 // (or one for all results).

@@ -57,8 +57,16 @@ struct global_family {
   using type = tensor<T, sharding::global_shape_t<M, Spec, typename Blocks<T, S>::shape_type>>;
 };
 
+// A spec tree: specs<S...> as the entry for a std::tuple argument gives each element its own spec (JAX's
+// spec trees: (P(), P('data'), P('data')) for an optax state (count, mu, nu)); entries nest.
+template <class Spec>
+inline constexpr bool is_spec_tree_v = false;
+template <class... S>
+inline constexpr bool is_spec_tree_v<specs<S...>> = true;
+
 // What a device receives for an argument: a tensor's block; a tree with every leaf its block (the tree
-// itself when its spec is P<>); a scalar whole (its spec is P<>).
+// itself when its spec is P<>); a scalar whole (its spec is P<>); a tuple under a spec tree, each element
+// as its own spec says.
 template <class M, class Spec, class A>
 struct local_arg {
   using type = std::conditional_t<Spec::rank == 0 || DType<A>, A, tree::rebind_t<A, block_family<M, Spec>::template type>>;
@@ -67,12 +75,33 @@ template <class M, class Spec, class T, class S>
 struct local_arg<M, Spec, tensor<T, S>> {
   using type = tensor<T, sharding::local_shape_t<M, Spec, S>>;
 };
+template <class M, class... S, class... X>
+  requires(sizeof...(S) == sizeof...(X))
+struct local_arg<M, specs<S...>, std::tuple<X...>> {
+  using type = std::tuple<typename local_arg<M, S, X>::type...>;
+};
 
 template <class A>
 constexpr std::size_t leaf_count() {
   if constexpr (DType<A>) return 1;
   else return tree::leaf_count<tree::rebind_t<A, tracer>>();
 }
+
+// Every leaf's PartitionSpec, in tree order (a std::tuple of P types): Spec itself for each leaf, or, under
+// a spec tree, each element's own.
+template <class Spec, class A>
+struct leaf_specs {
+  using type = decltype([]<std::size_t... L>(std::index_sequence<L...>) {
+    return std::tuple<std::conditional_t<L == L, Spec, void>...>{};
+  }(std::make_index_sequence<leaf_count<A>()>{}));
+};
+template <class... S, class... X>
+  requires(sizeof...(S) == sizeof...(X))
+struct leaf_specs<specs<S...>, std::tuple<X...>> {
+  using type = decltype(std::tuple_cat(typename leaf_specs<S, X>::type{}...));
+};
+template <class Spec, class A>
+using leaf_specs_t = typename leaf_specs<Spec, std::remove_cvref_t<A>>::type;
 
 template <class M>
 constexpr ir::mesh_shape mesh_of() {
@@ -93,29 +122,46 @@ struct context {
     std::array<std::uint8_t, (std::size_t{0} + ... + leaf_count<Args>()) + 1> m{};
     std::size_t next = 0;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((void)[&] {
-        for (std::size_t l = 0; l < leaf_count<Args>(); ++l) m[next++] = sharding::axes_mask<M, spec_at_t<I, InSpecs>>();
-      }(), ...);
+      ((void)[&]<class... LeafSpec>(std::tuple<LeafSpec...>) { ((m[next++] = sharding::axes_mask<M, LeafSpec>()), ...); }(
+           leaf_specs_t<spec_at_t<I, InSpecs>, Args>{}),
+       ...);
     }(std::index_sequence_for<Args...>{});
     return m;
   }();
   static constexpr std::uint8_t varying(std::size_t leaf) { return masks[leaf]; }
 };
 
+// The names a call's messages use: shard_map's, or jit's with shardings (whose body, transform/partition.hpp,
+// specializes this).
+template <class Body>
+struct api_names {
+  static constexpr fixed_string function = "tessel::shard_map";
+  static constexpr fixed_string in = "in_specs";
+  static constexpr fixed_string out = "out_specs";
+};
+
 // A PartitionSpec given for a whole tree holds for each of its leaves (JAX's prefix specs): each leaf is
-// checked as an argument (Side "in") or result (Side "out") would be, and the message names the leaf.
-template <fixed_string Side, std::size_t Index, class M, class Spec, class Tree, std::size_t Leaf, class X>
+// checked as an argument (In) or result would be, and the message names the leaf.
+template <class Names, bool In, std::size_t Index, class M, class Spec, class Tree, std::size_t Leaf, class X, bool Prefix = true>
 consteval bool require_valid_leaf_spec() {
   if constexpr (sharding::check_v<M, Spec, X>.problem == sharding::spec_problem::none) {
     return true;
   } else {
     raise<fit<[] {
       message_builder m;
-      constexpr bool in = Side.view() == std::string_view("in");
       constexpr auto name = tree::leaf_name<Tree>(Leaf);
-      m << "tessel::shard_map: " << Side << "_specs[" << static_cast<std::uint64_t>(Index) << "] is ";
-      Spec::append(m) << ", which holds for every leaf of " << (in ? "args[" : "results[") << static_cast<std::uint64_t>(Index)
-                      << "] (a tree), and leaf " << static_cast<std::uint64_t>(Leaf) << " ('" << name.view() << "') is of type ";
+      m << Names::function << ": ";
+      if constexpr (In) m << Names::in;
+      else m << Names::out;
+      m << "[" << static_cast<std::uint64_t>(Index) << "] ";
+      if constexpr (Prefix) {
+        Spec::append(m << "is ") << ", which holds for every leaf of " << (In ? "args[" : "results[") << static_cast<std::uint64_t>(Index)
+                                 << "] (a tree), and leaf " << static_cast<std::uint64_t>(Leaf) << " ('" << name.view() << "') is of type ";
+      } else {
+        m << "gives leaf " << static_cast<std::uint64_t>(Leaf) << " ('" << name.view() << "') of " << (In ? "args[" : "results[")
+          << static_cast<std::uint64_t>(Index) << "] the spec ";
+        Spec::append(m) << ", and it is of type ";
+      }
       append_type<X>(m) << " on a ";
       M::append(m) << ": ";
       return sharding::append_spec_problem<M, Spec, X>(m);
@@ -123,21 +169,61 @@ consteval bool require_valid_leaf_spec() {
     return false;
   }
 }
-template <fixed_string Side, std::size_t Index, class M, class Spec, class Tree>
+template <class Names, bool In, std::size_t Index, class M, class Spec, class Tree>
 consteval bool require_valid_leaf_specs() {
   using leaves = tree::leaf_types_t<Tree>;
   return []<std::size_t... L>(std::index_sequence<L...>) {
-    return (require_valid_leaf_spec<Side, Index, M, Spec, Tree, L, std::tuple_element_t<L, leaves>>() && ...);
+    return (require_valid_leaf_spec<Names, In, Index, M, Spec, Tree, L, std::tuple_element_t<L, leaves>>() && ...);
   }(std::make_index_sequence<std::tuple_size_v<leaves>>{});
+}
+
+// A spec tree for args[Index]: a std::tuple of as many elements as it has entries (nested trees alike), each
+// leaf valid for its own spec.
+template <class Spec, class A>
+consteval bool spec_tree_fits() {
+  if constexpr (!is_spec_tree_v<Spec>) {
+    return is_partition_spec_v<Spec>;
+  } else if constexpr (!is_tuple_v<A>) {
+    return false;
+  } else if constexpr (spec_count<Spec>::value != std::tuple_size_v<A>) {
+    return false;
+  } else {
+    return []<std::size_t... J>(std::index_sequence<J...>) {
+      return (spec_tree_fits<spec_at_t<J, Spec>, std::tuple_element_t<J, A>>() && ...);
+    }(std::make_index_sequence<std::tuple_size_v<A>>{});
+  }
+}
+template <class Names, bool In, std::size_t Index, class M, class Spec, class A>
+consteval bool require_valid_spec_tree() {
+  if constexpr (!spec_tree_fits<Spec, A>()) {
+    raise<fit<[] {
+      message_builder m;
+      m << Names::function << ": ";
+      if constexpr (In) m << Names::in;
+      else m << Names::out;
+      return m << "[" << static_cast<std::uint64_t>(Index) << "] is a tree of specs (specs<...>), which does not match "
+               << (In ? "args[" : "results[") << static_cast<std::uint64_t>(Index)
+               << "]: a spec tree gives a std::tuple one entry per element (a PartitionSpec, or a nested tree for a "
+                  "nested tuple); fix: give one entry per element, or one PartitionSpec for the whole "
+               << (In ? "argument" : "result");
+    }>(), Spec, A>();
+    return false;
+  } else {
+    using leaves = tree::leaf_types_t<A>;
+    using specs_of = leaf_specs_t<Spec, A>;
+    return []<std::size_t... L>(std::index_sequence<L...>) {
+      return (require_valid_leaf_spec<Names, In, Index, M, std::tuple_element_t<L, specs_of>, A, L, std::tuple_element_t<L, leaves>, false>() && ...);
+    }(std::make_index_sequence<std::tuple_size_v<leaves>>{});
+  }
 }
 
 // The arguments' specs: one per argument, each valid for its argument (for each leaf of a tree; a scalar
 // takes P<> only).
-template <class M, class InSpecs, class... Args>
+template <class Names, class M, class InSpecs, class... Args>
 consteval bool check_arguments() {
   if constexpr (spec_count<InSpecs>::value != sizeof...(Args)) {
     raise<fit<[] {
-      return message_builder{} << "tessel::shard_map: in_specs has " << static_cast<std::uint64_t>(spec_count<InSpecs>::value)
+      return message_builder{} << Names::function << ": " << Names::in << " has " << static_cast<std::uint64_t>(spec_count<InSpecs>::value)
                                << " entries but the function is called with " << static_cast<std::uint64_t>(sizeof...(Args))
                                << " arguments; fix: give one PartitionSpec per argument (P<> for a replicated one)";
     }>(), InSpecs>();
@@ -147,22 +233,26 @@ consteval bool check_arguments() {
       return ([&] {
         using A = std::tuple_element_t<I, std::tuple<Args...>>;
         using Spec = spec_at_t<I, InSpecs>;
-        if constexpr (!is_partition_spec_v<Spec>) {
-          raise<"tessel::shard_map: an in_specs entry is not a PartitionSpec; fix: write tessel::P<...>", Spec>();
+        if constexpr (!is_partition_spec_v<Spec> && !is_spec_tree_v<Spec>) {
+          raise<fit<[] {
+            return message_builder{} << Names::function << ": an " << Names::in << " entry is not a PartitionSpec; fix: write tessel::P<...>";
+          }>(), Spec>();
           return false;
+        } else if constexpr (is_spec_tree_v<Spec>) {
+          return require_valid_spec_tree<Names, true, I, M, Spec, A>();
         } else if constexpr (is_tensor_v<A>) {
-          return sharding::require_valid_spec<"tessel::shard_map", "in", I, M, Spec, A>();
+          return sharding::require_valid_spec<Names::function, Names::in, I, M, Spec, A>();
         } else if constexpr (Spec::rank == 0) {
           return true;
         } else if constexpr (DType<A>) {
           raise<fit<[] {
-            return message_builder{} << "tessel::shard_map: args[" << static_cast<std::uint64_t>(I)
-                                     << "] is a scalar, which has no dimension to split: its in_spec must be P<>; "
+            return message_builder{} << Names::function << ": args[" << static_cast<std::uint64_t>(I)
+                                     << "] is a scalar, which has no dimension to split: its " << Names::in << " entry must be P<>; "
                                         "fix: write P<> for it, or pass a tensor";
           }>(), A>();
           return false;
         } else {
-          return require_valid_leaf_specs<"in", I, M, Spec, A>();
+          return require_valid_leaf_specs<Names, true, I, M, Spec, A>();
         }
       }() && ...);
     }(std::index_sequence_for<Args...>{});
@@ -189,7 +279,34 @@ constexpr auto out_spec_of_leaf() {
 template <class OutSpecs, class R>
 inline constexpr auto out_spec_of_leaf_v = out_spec_of_leaf<OutSpecs, R>();
 
+// Every result leaf's own PartitionSpec (a std::tuple of P types): out_specs' entries, each for every leaf
+// of its result or, as a spec tree, per element.
 template <class OutSpecs, class R>
+struct out_leaf_specs {
+  using type = leaf_specs_t<spec_at_t<0, OutSpecs>, R>;
+};
+template <class OutSpecs, class... X>
+  requires(spec_count<OutSpecs>::value > 1)
+struct out_leaf_specs<OutSpecs, std::tuple<X...>> {
+  using type = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple_cat(leaf_specs_t<spec_at_t<I, OutSpecs>, X>{}...);
+  }(std::index_sequence_for<X...>{}));
+};
+template <class OutSpecs, class R>
+using out_leaf_specs_t = typename out_leaf_specs<OutSpecs, R>::type;
+
+// The global arrays of a tree of blocks laid out by Spec (a spec tree: each element by its own).
+template <class M, class Spec, class X>
+struct global_tracer_tree {
+  using type = tree::rebind_t<X, global_family<M, Spec, tracer>::template type>;
+};
+template <class M, class... S, class... X>
+  requires(sizeof...(S) == sizeof...(X))
+struct global_tracer_tree<M, specs<S...>, std::tuple<X...>> {
+  using type = std::tuple<typename global_tracer_tree<M, S, X>::type...>;
+};
+
+template <class Names, class OutSpecs, class R>
 consteval bool check_out_count() {
   constexpr std::size_t n = spec_count<OutSpecs>::value;
   if constexpr (n == 1) return true;
@@ -197,14 +314,14 @@ consteval bool check_out_count() {
     if constexpr (std::tuple_size_v<R> == n) return true;
     else {
       raise<fit<[] {
-        return message_builder{} << "tessel::shard_map: out_specs has " << static_cast<std::uint64_t>(n) << " entries but the function returns "
+        return message_builder{} << Names::function << ": " << Names::out << " has " << static_cast<std::uint64_t>(n) << " entries but the function returns "
                                  << static_cast<std::uint64_t>(std::tuple_size_v<R>) << " results; fix: one PartitionSpec per returned element, or one for all";
       }>(), R>();
       return false;
     }
   } else {
     raise<fit<[] {
-      return message_builder{} << "tessel::shard_map: out_specs has " << static_cast<std::uint64_t>(n)
+      return message_builder{} << Names::function << ": " << Names::out << " has " << static_cast<std::uint64_t>(n)
                                << " entries but the function returns one value; fix: give one PartitionSpec";
     }>(), R>();
     return false;
@@ -212,9 +329,8 @@ consteval bool check_out_count() {
 }
 
 // An out_spec must name every mesh axis its result may vary along.
-template <class M, class OutSpecs, std::size_t Leaf, std::size_t Spec, std::uint8_t Varying>
+template <class M, class OutSpecs, std::size_t Leaf, std::size_t Spec, class Sp, std::uint8_t Varying>
 consteval bool check_replication() {
-  using Sp = spec_at_t<Spec, OutSpecs>;
   constexpr std::uint8_t named = sharding::axes_mask<M, Sp>();
   constexpr auto extra = static_cast<std::uint8_t>(Varying & ~named);
   if constexpr (extra != 0) {
@@ -247,22 +363,26 @@ consteval bool check_replication() {
 // The out_specs' own validity (rank, names) for the results they cover.
 template <class M, std::size_t I, class Spec, class X>
 consteval bool check_out_spec() {
-  if constexpr (!is_partition_spec_v<Spec>) {
+  using names = api_names<void>;
+  if constexpr (is_spec_tree_v<Spec>) {
+    if constexpr (!spec_tree_fits<Spec, X>()) return require_valid_spec_tree<names, false, I, M, Spec, X>();
+    else return require_valid_spec_tree<names, false, I, M, Spec, tree::rebind_t<typename global_tracer_tree<M, Spec, X>::type, tensor>>();
+  } else if constexpr (!is_partition_spec_v<Spec>) {
     raise<"tessel::shard_map: an out_specs entry is not a PartitionSpec; fix: write tessel::P<...>", Spec>();
     return false;
   } else if constexpr (Traced<X>) {
     using global = tensor_type<typename X::value_type, sharding::global_shape_t<M, Spec, typename X::shape_type>>;
-    return sharding::require_valid_spec<"tessel::shard_map", "out", I, M, Spec, global>();
+    return sharding::require_valid_spec<names::function, names::out, I, M, Spec, global>();
   } else if constexpr (Spec::rank == 0) {
     return true;
   } else {
     using global = tree::rebind_t<X, global_family<M, Spec, tracer>::template type>;
-    return require_valid_leaf_specs<"out", I, M, Spec, global>();
+    return require_valid_leaf_specs<names, false, I, M, Spec, global>();
   }
 }
 template <class M, class OutSpecs, class R>
 consteval bool check_out_specs() {
-  if constexpr (!check_out_count<OutSpecs, R>()) return false;
+  if constexpr (!check_out_count<api_names<void>, OutSpecs, R>()) return false;
   else if constexpr (spec_count<OutSpecs>::value == 1) return check_out_spec<M, 0, spec_at_t<0, OutSpecs>, R>();
   else
     return []<std::size_t... I>(std::index_sequence<I...>) {
