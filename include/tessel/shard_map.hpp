@@ -75,6 +75,11 @@ template <class M, class Spec, class T, class S>
 struct global_result<M, Spec, tensor<T, S>> {
   using type = tensor<T, sharding::global_shape_t<M, Spec, S>>;
 };
+template <class M, class Spec, class... X>
+  requires is_partition_spec_v<Spec>
+struct global_result<M, Spec, std::tuple<X...>> {  // each element alike (a struct in a tuple comes back as the struct)
+  using type = std::tuple<typename global_result<M, Spec, X>::type...>;
+};
 template <class M, class... Spec, class... X>
   requires(sizeof...(Spec) == sizeof...(X))
 struct global_result<M, specs<Spec...>, std::tuple<X...>> {

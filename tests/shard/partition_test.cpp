@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "reference.hpp"
 #include "tessel/tessel.hpp"
@@ -227,7 +228,13 @@ void check_sgd_step() {
   expect_close(next.w2, next1.w2);
 }
 // Data parallel: the struct whole on every device, its gradient all-reduced leaf by leaf.
-TEST(Partition, ParameterStructDataParallelStepEqualsOneDevice) { check_sgd_step<P<>>(); }
+TEST(Partition, ParameterStructDataParallelStepEqualsOneDevice) {
+  check_sgd_step<P<>>();
+  // One out_sharding for the whole (loss, struct) tuple: the struct still comes back as the struct.
+  auto f = jit<mesh<axis<"data", 4>>>(sgd_step, in_shardings<P<>, P<"data">, P<"data">>, out_shardings<P<>>);
+  using R = decltype(f(std::declval<const net<>&>(), std::declval<const Xn&>(), std::declval<const Yn&>()));
+  static_assert(std::is_same_v<std::tuple_element_t<1, R>, net<>>, "a struct inside a tuple result comes back as the struct");
+}
 // Fully sharded: every leaf split by rows, gathered where used, its gradient reduce-scattered.
 TEST(Partition, ParameterStructFullyShardedStepEqualsOneDevice) { check_sgd_step<P<"data">>(); }
 
