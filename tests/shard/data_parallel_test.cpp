@@ -145,4 +145,23 @@ TEST(DataParallel, StackedLayersGradientIsPsummedOnceAfterTheLoop) {
   EXPECT_EQ(text.find("256 bytes"), std::string::npos) << text;
 }
 
+// A replicated bias added to a sharded batch: its gradient is psummed after the broadcast's transpose
+// reduces it over the batch (f32[16], 64 bytes), not before (f32[16,16], the device's rows).
+TEST(DataParallel, BiasGradientIsPsummedAfterItsReduction) {
+  const Params p{random_tensor<W1>(7, 0.3f), random_tensor<B1>(8, 0.1f), random_tensor<W2>(9, 0.3f)};
+  const Xs x = random_tensor<Xs>(10);
+  const Ys y = random_tensor<Ys>(11);
+  auto f = shard_map<mesh<axis<"data", 2>>, specs<P<>, P<"data">, P<"data">>, P<>>([](auto q, auto a, auto b) {
+    return grad([](auto r, auto u, auto v) { return pmean<"data">(local_loss(r, u, v)); })(q, a, b);
+  });
+  const std::string text = dump(f, p, x, y);
+  EXPECT_NE(text.find("psum over {data} (2 devices): 64 bytes"), std::string::npos) << text;
+  EXPECT_EQ(text.find("psum over {data} (2 devices): 1024 bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 collectives"), std::string::npos) << text;  // one per parameter
+  const auto [g1, gb, g2] = f(p, x, y);
+  const auto [o1, ob, o2] = jit(grad([](auto r, auto u, auto v) { return local_loss(r, u, v); }))(p, x, y);
+  for (std::size_t i = 0; i < B1::size; ++i) EXPECT_NEAR(gb.data()[i], ob.data()[i], 1e-5f * (1 + std::abs(ob.data()[i]))) << i;
+  for (std::size_t i = 0; i < W1::size; ++i) EXPECT_NEAR(g1.data()[i], o1.data()[i], 1e-5f * (1 + std::abs(o1.data()[i]))) << i;
+}
+
 }  // namespace

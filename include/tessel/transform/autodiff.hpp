@@ -202,6 +202,8 @@ constexpr std::vector<int> reverse(ir::graph_builder& g, const std::vector<pulle
   for (int w : wrt) end = static_cast<std::size_t>(w) + 1 > end ? static_cast<std::size_t>(w) + 1 : end;
   const std::vector<char> active = active_nodes(g, end, wrt);
   std::vector<int> ct(end, -1);
+  std::vector<char> asked(end, 0);
+  for (int w : wrt) asked[static_cast<std::size_t>(w)] = 1;
   for (const pulled& s : seeds)
     if (s.ct >= 0) ct[static_cast<std::size_t>(s.target)] = prim::build::add(g, ct[static_cast<std::size_t>(s.target)], s.ct);
   for (std::size_t i = end; i-- > static_cast<std::size_t>(floor);) {
@@ -214,7 +216,11 @@ constexpr std::vector<int> reverse(ir::graph_builder& g, const std::vector<pulle
     for (const pulled& p : back) {
       const auto target = static_cast<std::size_t>(p.target);
       if (p.ct < 0 || !active[target]) continue;
-      ct[target] = prim::build::add(g, ct[target], invariant_cotangent(g, p.ct, p.target));
+      // An invariant broadcast (a replicated bias spread over a sharded batch) passes its varying cotangent
+      // on to its transpose, a reduce_sum, and the psum comes after it, on the operand's smaller shape
+      // (psum is linear: the same sum, fewer bytes over the wire).
+      const bool defer = g[p.target].prim == &prim::broadcast_in_dim_p && p.target >= floor && !asked[target];
+      ct[target] = prim::build::add(g, ct[target], defer ? p.ct : invariant_cotangent(g, p.ct, p.target));
     }
   }
   std::vector<int> result;
