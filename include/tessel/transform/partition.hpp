@@ -27,9 +27,10 @@
 // Results are brought to their out_shardings: a partial sum by psum (whole) or psum_scatter (split over
 // exactly its axes), a split the out_sharding lacks by all_gather, a split it asks for by taking the device's
 // block. So a data-parallel gradient gets one all-reduce per parameter, and a Megatron MLP one all-reduce
-// forward and one backward, with no annotation inside f. Arguments may be trees (a parameter struct): one
-// PartitionSpec holds for every leaf, as in shard_map. scan and cond are not partitioned (a compile error
-// says to use shard_map there). Only the nodes the results need are partitioned.
+// forward and one backward, with no annotation inside f. Arguments and results may be trees (a parameter
+// struct): one PartitionSpec holds for every leaf, or a spec tree gives each element of a tuple its own, as
+// in shard_map. scan and cond are not partitioned (a compile error says to use shard_map there). Only the
+// nodes the results need are partitioned.
 
 #include <array>
 #include <cstddef>
