@@ -493,13 +493,16 @@ struct builder {
         }
       }
     }
-    struct slot {
-      std::size_t offset, end;
+    // Every arena buffer's size and lifetime (kernels from..to); carries share their buffer.
+    struct buffer {
+      std::size_t node, size;
       int from, to;
     };
-    std::array<slot, N> placed{};
-    std::size_t placed_count = 0;
+    std::array<buffer, N> buffers{};
+    std::size_t count = 0;
+    std::array<int, N> carry_of{};
     for (std::size_t i = 0; i < N; ++i) {
+      carry_of[i] = -1;
       const ir::node& n = p.nodes[i];
       if (!out.materialized[i] || out.alias_of[i] >= 0) continue;
       if (n.prim->kind == ir::prim_kind::parameter) {
@@ -521,27 +524,59 @@ struct builder {
         to = std::max(to, construct_end(p.construct(static_cast<int>(n.attr.ints[0]))));
       }
       if (const int carry = in_place_carry(static_cast<int>(i)); carry >= 0) {  // the carry's own buffer
-        out.arena_offset[i] = out.arena_offset[static_cast<std::size_t>(carry)];
+        carry_of[i] = carry;
         continue;
       }
       const std::size_t size = (out.bytes(static_cast<int>(i)) + arena_alignment - 1) / arena_alignment * arena_alignment;
+      buffers[count++] = buffer{i, size, from, to};
+    }
+    // Offsets first-fit, the buffers taken in two orders: as computed, and largest first (TFLite's greedy
+    // by size, which packs a few large buffers of disjoint lifetimes far better: the gradients of a fully
+    // sharded step). The smaller arena is kept, so no plan grows.
+    std::array<std::int64_t, N> offsets{};
+    const std::size_t by_node = first_fit(buffers, count, offsets);
+    std::array<buffer, N> largest_first = buffers;
+    std::sort(largest_first.begin(), largest_first.begin() + static_cast<std::ptrdiff_t>(count),
+              [](const buffer& a, const buffer& b) { return a.size != b.size ? a.size > b.size : a.node < b.node; });
+    std::array<std::int64_t, N> offsets_by_size{};
+    const std::size_t by_size = first_fit(largest_first, count, offsets_by_size);
+    out.arena_bytes = std::min(by_node, by_size);
+    for (std::size_t k = 0; k < count; ++k)
+      out.arena_offset[buffers[k].node] = by_size < by_node ? offsets_by_size[buffers[k].node] : offsets[buffers[k].node];
+    for (std::size_t i = 0; i < N; ++i)
+      if (carry_of[i] >= 0) out.arena_offset[i] = out.arena_offset[static_cast<std::size_t>(carry_of[i])];
+  }
+
+  // Each buffer, in the order given, at the lowest offset clear of the buffers placed before it whose
+  // lifetimes overlap its own; returns the arena's size.
+  template <class Buffers>
+  static constexpr std::size_t first_fit(const Buffers& buffers, std::size_t count, std::array<std::int64_t, N>& offsets) {
+    struct slot {
+      std::size_t offset, end;
+      int from, to;
+    };
+    std::array<slot, N> placed{};
+    std::size_t arena = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      const auto& b = buffers[k];
       std::size_t offset = 0;
       for (bool moved = true; moved;) {
         moved = false;
-        for (std::size_t s = 0; s < placed_count; ++s) {
+        for (std::size_t s = 0; s < k; ++s) {
           const slot& q = placed[s];
-          const bool overlap_time = !(q.to < from || to < q.from);
-          const bool overlap_space = offset < q.end && q.offset < offset + size;
+          const bool overlap_time = !(q.to < b.from || b.to < q.from);
+          const bool overlap_space = offset < q.end && q.offset < offset + b.size;
           if (overlap_time && overlap_space) {
             offset = q.end;
             moved = true;
           }
         }
       }
-      placed[placed_count++] = slot{offset, offset + size, from, to};
-      out.arena_offset[i] = static_cast<std::int64_t>(offset);
-      out.arena_bytes = std::max(out.arena_bytes, offset + size);
+      placed[k] = slot{offset, offset + b.size, b.from, b.to};
+      offsets[b.node] = static_cast<std::int64_t>(offset);
+      arena = std::max(arena, offset + b.size);
     }
+    return arena;
   }
 };
 
