@@ -52,24 +52,14 @@
 namespace tessel {
 namespace shard_detail {
 
-// The same struct over the tensor family: mlp<F> -> mlp<tensor> (other trees are their own).
-template <class X>
-struct over_tensors {
-  using type = X;
-};
-template <template <template <class, class> class> class P, template <class, class> class F>
-struct over_tensors<P<F>> {
-  using type = P<tensor>;
-};
-
 // The global type of a result made of blocks laid out by Spec: a tensor's dimensions multiplied, a tree's
 // leaves each so. A struct of blocks comes back as the struct over tensors when its leaves are those
 // global arrays (a parameter struct split on the way in and put together on the way out, or whole).
 template <class M, class Spec, class X>
 struct global_result {
   using blocks = tree::rebind_t<X, global_family<M, Spec, tensor>::template type>;
-  using type = std::conditional_t<std::is_same_v<tree::leaf_types_t<blocks>, tree::leaf_types_t<typename over_tensors<X>::type>>,
-                                  typename over_tensors<X>::type, blocks>;
+  using type = std::conditional_t<std::is_same_v<tree::leaf_types_t<blocks>, tree::leaf_types_t<tree::over_family_t<X, tensor>>>,
+                                  tree::over_family_t<X, tensor>, blocks>;
 };
 template <class M, class Spec, class T, class S>
 struct global_result<M, Spec, tensor<T, S>> {

@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <tuple>
 
+#include "reference.hpp"
 #include "tessel/nn/losses.hpp"
 #include "tessel/tessel.hpp"
 
@@ -24,11 +24,7 @@ using Ys = tensor<float, shape<32, 4>>;
 
 template <class T>
 T random_tensor(unsigned seed, float scale = 1) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0, scale);
-  T t(uninitialized);
-  for (std::size_t i = 0; i < T::size; ++i) t.data()[i] = n(rng);
-  return t;
+  return tessel::testing::random_tensor<typename T::value_type, typename T::shape_type>(seed, -scale, scale);
 }
 
 constexpr auto local_loss = [](auto p, auto x, auto y) {

@@ -97,6 +97,19 @@ template <class X, std::size_t N, template <class, class> class To>
 struct rebind<std::array<X, N>, To> {
   using type = std::array<typename rebind<X, To>::type, N>;
 };
+
+// The same struct over the family To, whatever family it is over now (mlp<F> -> mlp<To>); any other tree is
+// its own. Where a struct of blocks is put together again, this is the struct the caller knows.
+template <class X, template <class, class> class To>
+struct over_family {
+  using type = X;
+};
+template <template <template <class, class> class> class P, template <class, class> class F, template <class, class> class To>
+struct over_family<P<F>, To> {
+  using type = P<To>;
+};
+template <class X, template <class, class> class To>
+using over_family_t = typename over_family<X, To>::type;
 template <class X, template <class, class> class To>
 using rebind_t = typename rebind<std::remove_cvref_t<X>, To>::type;
 

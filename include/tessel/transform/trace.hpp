@@ -96,19 +96,30 @@ struct no_context {
   static constexpr std::uint8_t varying(std::size_t) { return 0; }
 };
 
+// Leaf k of the tree p (its arguments, in tree order) becomes parameter k of g, varying along the mesh
+// axes varying(k) gives (none outside a shard_map body).
+template <class Params, class Varying>
+constexpr void bind_parameters(Params& p, ir::graph_builder& g, Varying varying) {
+  int next = 0;
+  tree::for_each(p, [&](auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    const int index = next++;
+    leaf = prim::parameter<typename L::value_type, typename L::shape_type>(&g, index, varying(static_cast<std::size_t>(index)));
+  });
+  g.parameter_count = next;
+}
+template <class Params>
+constexpr void bind_parameters(Params& p, ir::graph_builder& g) {
+  bind_parameters(p, g, [](std::size_t) { return std::uint8_t{0}; });
+}
+
 // Every leaf of every argument becomes a parameter node, numbered in tree order.
 template <class Context, class F, class... Args, std::size_t... I>
 constexpr auto call_with_parameters(ir::graph_builder& g, std::index_sequence<I...>) {
   using params = std::tuple<typename traced_arg<Args>::type...>;
   Context::prepare(g);
   params p{};
-  int next = 0;
-  tree::for_each(p, [&](auto& leaf) {
-    using L = std::remove_cvref_t<decltype(leaf)>;
-    const int index = next++;
-    leaf = prim::parameter<typename L::value_type, typename L::shape_type>(&g, index, Context::varying(static_cast<std::size_t>(index)));
-  });
-  g.parameter_count = next;
+  bind_parameters(p, g, [](std::size_t leaf) { return Context::varying(leaf); });
   if constexpr (std::is_empty_v<F> && std::is_default_constructible_v<F>) return F{}(std::get<I>(p)...);
   else return tracer<float, shape<>>{};  // not traceable: check_traceable has said why
 }

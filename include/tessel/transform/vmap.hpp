@@ -31,7 +31,6 @@
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/family/batching.hpp"
-#include "tessel/prim/parameter.hpp"
 #include "tessel/transform/control_batching.hpp"
 #include "tessel/transform/trace.hpp"
 
@@ -255,12 +254,7 @@ template <class F, class In, class... Args>
 constexpr auto trace_unbatched(ir::graph_builder& inner) {
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
     std::tuple<typename unbatched<Args, entry<In, K>()>::type...> p{};
-    int next = 0;
-    tree::for_each(p, [&](auto& leaf) {
-      using L = std::remove_cvref_t<decltype(leaf)>;
-      leaf = prim::parameter<typename L::value_type, typename L::shape_type>(&inner, next++);
-    });
-    inner.parameter_count = next;
+    detail::bind_parameters(p, inner);
     return F{}(std::get<K>(p)...);
   }(std::index_sequence_for<Args...>{});
 }
