@@ -12,11 +12,15 @@
 //                    broadcast, transposed, reshaped or cast) yields to a computed value and is gathered;
 //                    a clash between two computed values or two arguments is a compile error.
 //                    add, sub, neg, and mul or div by a whole value keep a partial sum partial; any other
-//                    operation adds it up first (psum).
+//                    operation adds it up first: by the reduce-scatter another use of the same sum got, if
+//                    any (so an optimizer's g and g*g share one), else by psum.
 //   broadcast_in_dim, reshape, transpose   the splits follow the dimensions (a reshape gathers a split it
-//                    cannot carry); a partial sum stays partial.
+//                    cannot carry); a partial sum stays partial. A broadcast wanted in another layout is made
+//                    again from its operand in the matching one (a split bias is gathered as f32[n], not as
+//                    the f32[batch,n] it becomes); so is an iota along a whole dimension.
 //   reduce_sum       over a split dimension: a partial sum over its axes (no communication yet).
 //   reduce_max/min   over a split dimension: the local reduction, then pmax / pmin.
+//   argmax           over a whole dimension: each device's rows; over a split one, on the gathered array.
 //   dot_general      the four cases of SHARDING.md §3.3: no split contracting dimension, nothing to do;
 //                    one side split on a contracting dimension, that side gathered (all_gather); both split
 //                    alike, a partial sum over those axes; both split over one axis in dimensions the result
@@ -44,14 +48,16 @@
 #include "tessel/core/mesh.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/all_gather.hpp"
+#include "tessel/prim/argmax.hpp"
 #include "tessel/prim/axis_index.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/iota.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/family/collective.hpp"
-#include "tessel/prim/parameter.hpp"
 #include "tessel/prim/psum.hpp"
 #include "tessel/prim/psum_scatter.hpp"
 #include "tessel/transform/shard_map.hpp"
+#include "tessel/transform/trace.hpp"
 
 namespace tessel {
 namespace partition_detail {
@@ -120,7 +126,7 @@ constexpr message_builder& append_typed(message_builder& m, const ir::mesh_shape
 class partitioner {
  public:
   constexpr partitioner(const ir::graph_builder& global, ir::graph_builder& local)
-      : in_(global), out_(local), mesh_(local.mesh), id_(global.size(), -1), lay_(global.size()) {}
+      : in_(global), out_(local), mesh_(local.mesh), id_(global.size(), -1), lay_(global.size()), scattered_(global.size()) {}
 
   // A parameter of f: its node in f's graph, its block's node in the body, its in_sharding's layout.
   constexpr void bind(int global, int local, const layout& l) {
@@ -155,6 +161,7 @@ class partitioner {
   const ir::mesh_shape& mesh_;
   std::vector<int> id_;       // f's node -> the body's node holding this device's part of it
   std::vector<layout> lay_;   // how that part lies
+  std::vector<layout> scattered_;  // a partial sum's layout after the reduce-scatter one use gave it
   bool failed_ = false;
 
   constexpr std::size_t splits(const layout& l, std::size_t d) const {
@@ -249,26 +256,53 @@ class partitioner {
     return x;
   }
 
-  // f's node `op` laid out as `to`. A broadcast whose value is the same everywhere is made again at the
-  // block's shape rather than cut out of the whole array.
+  // f's node `op` laid out as `to`. Two kinds of node are made again at the wanted layout from their
+  // operands rather than moved whole, because their operands are smaller or shared:
+  //  - a broadcast, from its operand brought to the matching layout (a bias split for storage is gathered as
+  //    f32[n], not as the f32[batch,n] it becomes; a whole one is broadcast at the block's shape);
+  //  - a partial sum scaled or negated (linear), whose sum is wanted: its partial operand is summed instead,
+  //    so that every use of one gradient (optax's mu and nu both read it) shares one reduce-scatter.
   constexpr int operand_as(int op, const layout& to) {
     const auto o = static_cast<std::size_t>(op);
     const ir::node& n = in_[op];
-    bool same = true;
+    bool same = lay_[o].pending == to.pending;
     for (std::size_t d = 0; d < n.shape.rank; ++d) same = same && lay_[o].same_dim(d, to, d);
-    if (!same && n.prim == &prim::broadcast_in_dim_p && to.pending == 0) {
+    if (same) return id_[o];
+    if (n.prim == &prim::broadcast_in_dim_p && to.pending == 0) {
       const ir::node& src = in_[n.operands[0]];
-      const layout& sl = lay_[static_cast<std::size_t>(n.operands[0])];
-      bool remake = sl.pending == 0 && sl.split_mask(src.shape.rank) == 0;
+      layout want;
       std::array<std::int64_t, ir::max_rank> dims{};
       for (std::size_t k = 0; k < n.attr.count; ++k) {
         dims[k] = n.attr.ints[k];
-        // a dimension the broadcast takes from its operand would have to be cut there too: not this way
-        remake = remake && (to.count[static_cast<std::size_t>(dims[k])] == 0 || src.shape.d[k] == 1);
+        if (src.shape.d[k] != 1) want.copy_dim(k, to, static_cast<std::size_t>(dims[k]));
       }
-      if (remake) return prim::build::broadcast_in_dim(out_, id_[static_cast<std::size_t>(n.operands[0])], local_dims(n.shape, to), dims);
+      return prim::build::broadcast_in_dim(out_, operand_as(n.operands[0], want), local_dims(n.shape, to), dims);
     }
+    if (n.prim == &prim::iota_p && to.pending == 0 && to.count[static_cast<std::size_t>(n.attr.ints[0])] == 0)
+      return prim::batching::emit_like(out_, n, {-1, -1, -1}, local_dims(n.shape, to));  // counting along a whole dimension
+    std::uint8_t pending = 0;
+    if ((lay_[o].pending & ~to.pending) != 0 && n.prim != &prim::add_p && n.prim != &prim::sub_p && linear_in_pending(n, pending)) {
+      std::array<int, ir::max_operands> ops{-1, -1, -1};
+      for (std::size_t k = 0; k < n.arity; ++k) ops[k] = operand_as(n.operands[k], to);
+      return prim::batching::emit_like(out_, n, ops, local_dims(n.shape, to));
+    }
+    remember_scatter(o, to);
     return convert(id_[o], lay_[o], to);
+  }
+
+  // Where a partial sum is reduce-scattered, remember the split it got: a later use that must add the same
+  // sum up (a square of a gradient) takes that split rather than all-reducing it again.
+  constexpr void remember_scatter(std::size_t o, const layout& to) {
+    const layout& from = lay_[o];
+    const auto extra = static_cast<std::uint8_t>(from.pending & ~to.pending);
+    if (extra == 0 || scattered_[o].split_mask(in_[static_cast<int>(o)].shape.rank) != 0) return;
+    for (std::size_t d = 0; d < in_[static_cast<int>(o)].shape.rank; ++d)
+      if (from.count[d] == 0 && to.count[d] != 0 && to.dim_mask(d) == extra) {
+        scattered_[o] = from;
+        scattered_[o].pending = 0;
+        scattered_[o].copy_dim(d, to, d);
+        return;
+      }
   }
 
   // ---- errors ----------------------------------------------------------------------------------------
@@ -298,6 +332,7 @@ class partitioner {
         return whole(i);
       case ir::prim_kind::reduce:
         if (n.prim == &prim::reduce_sum_p || n.prim == &prim::reduce_max_p || n.prim == &prim::reduce_min_p) return reduction(i);
+        if (n.prim == &prim::argmax_p) return local_reduction(i);
         return whole(i);
       case ir::prim_kind::contraction:
         if (n.prim == &prim::dot_general_p) return dot(i);
@@ -367,7 +402,17 @@ class partitioner {
         }
       }
     std::uint8_t pending = 0;
-    if (linear_in_pending(n, pending)) target.pending = static_cast<std::uint8_t>(pending & ~target.split_mask(rank));
+    if (linear_in_pending(n, pending)) {
+      target.pending = static_cast<std::uint8_t>(pending & ~target.split_mask(rank));
+    } else {
+      // A partial sum this operation must add up, which another use has reduce-scattered already: take that
+      // split (each device then works on its block) rather than all-reduce the sum a second time.
+      for (std::size_t k = 0; k < n.arity; ++k) {
+        const layout& s = scattered_[static_cast<std::size_t>(n.operands[k])];
+        for (std::size_t d = 0; d < rank; ++d)
+          if (s.count[d] != 0 && target.count[d] == 0 && (target.split_mask(rank) & s.dim_mask(d)) == 0) target.copy_dim(d, s, d);
+      }
+    }
     std::array<int, ir::max_operands> ops{-1, -1, -1};
     for (std::size_t k = 0; k < n.arity; ++k) {
       layout want = target;
@@ -480,6 +525,23 @@ class partitioner {
     done(i, r, target);
   }
 
+  // A reduction that no sum can combine across devices (argmax): each device's own rows when the reduced
+  // dimensions are whole there, else on the whole array.
+  constexpr void local_reduction(std::size_t i) {
+    const ir::node& n = in_[static_cast<int>(i)];
+    const auto op = static_cast<std::size_t>(n.operands[0]);
+    const std::array<bool, ir::max_rank> reduced = prim::build::reduced_axes(n);
+    layout target;
+    std::size_t e = 0;
+    for (std::size_t d = 0; d < in_[n.operands[0]].shape.rank; ++d) {
+      if (reduced[d] && lay_[op].count[d] != 0) return whole(i);
+      if (!reduced[d]) target.copy_dim(e++, lay_[op], d);
+    }
+    layout from = lay_[op];
+    from.pending = 0;
+    done(i, prim::batching::emit_like(out_, n, {operand_as(n.operands[0], from), -1, -1}, local_dims(n.shape, target)), target);
+  }
+
   // An argument of f, maybe transposed, reshaped, broadcast or cast (a bf16 copy of f32 master weights).
   constexpr bool is_argument(int x) const {
     while (in_[x].prim == &prim::transpose_p || in_[x].prim == &prim::reshape_p || in_[x].prim == &prim::convert_element_type_p ||
@@ -571,19 +633,11 @@ struct global_tracers {
 };
 // A struct comes back over the tracer family (the one a plain jit passes), so that f may combine structs
 // that arrived under different specs (tree::map over parameters and a split optimizer state).
-template <class X>
-struct over_tracers {
-  using type = X;
-};
-template <template <template <class, class> class> class S, template <class, class> class F>
-struct over_tracers<S<F>> {
-  using type = S<tracer>;
-};
 template <class M, class Spec, class X>
 struct global_arg {
   using rebound = tree::rebind_t<X, global_tracers<M, Spec>::template type>;
-  using type = std::conditional_t<std::is_same_v<tree::leaf_types_t<rebound>, tree::leaf_types_t<typename over_tracers<X>::type>>,
-                                  typename over_tracers<X>::type, rebound>;
+  using type = std::conditional_t<std::is_same_v<tree::leaf_types_t<rebound>, tree::leaf_types_t<tree::over_family_t<X, tracer>>>,
+                                  tree::over_family_t<X, tracer>, rebound>;
 };
 template <class M, class... S, class... X>
   requires(sizeof...(S) == sizeof...(X))
@@ -640,12 +694,7 @@ template <class F, class... G>
 constexpr auto trace_global(ir::graph_builder& g) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
     std::tuple<G...> p{};
-    int next = 0;
-    tree::for_each(p, [&](auto& leaf) {
-      using X = std::remove_cvref_t<decltype(leaf)>;
-      leaf = prim::parameter<typename X::value_type, typename X::shape_type>(&g, next++);
-    });
-    g.parameter_count = next;
+    detail::bind_parameters(p, g);
     return F{}(std::get<I>(p)...);
   }(std::index_sequence_for<G...>{});
 }
