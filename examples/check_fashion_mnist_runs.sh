@@ -234,6 +234,13 @@ devices)
   summary first
   grep -qF '"devices": 2' first.out || fail "first: the summary does not say 2 devices"
   same_tensors a/ckpt-000000000012.safetensors b/ckpt-000000000012.safetensors || fail "two runs on 2 devices differ"
+  # Fully sharded (parameters and Adam state split too): each element of the state is updated from the same
+  # sum of the same two halves of its gradient, so the checkpoint holds the same bytes as the replicated run.
+  run sharded 0 --epochs 1 --steps 12 --devices 2 --fully-sharded --checkpoint-dir c
+  grep -qF '"fully_sharded": true' sharded.out || fail "sharded: the summary does not say fully sharded"
+  same_tensors a/ckpt-000000000012.safetensors c/ckpt-000000000012.safetensors || fail "fully sharded differs from replicated"
+  run sharded_four 2 --epochs 1 --steps 2 --devices 4 --fully-sharded
+  says sharded_four "--fully-sharded is compiled for --devices 2 --model mlp --precision f32"
   ;;
 processes)
   # mpirun -np 2 --devices 2 (one device in each process) trains exactly as 2 devices in one process: the

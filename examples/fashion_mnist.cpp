@@ -64,6 +64,9 @@ void usage(std::FILE* to) {
                "  --devices N            1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
                "                         a thread with its own arena; the batch is split over them, parameters and\n"
                "                         Adam state replicated, gradients averaged by an all-reduce. With --batch-size 128\n"
+               "  --fully-sharded        with --devices 2 (--model mlp, --precision f32): parameters and Adam state split\n"
+               "                         over the devices too (FSDP, ZeRO-3: jit with shardings gathers each parameter\n"
+               "                         before use and reduce-scatters each gradient; each device updates its half)\n"
                "  --check-finite         after every kernel, search its result for a NaN or an infinity: the first\n"
                "                         kernel that stores one stops training, named by its fused primitives and\n"
                "                         type, with the step (like JAX's jax_debug_nans; slower)\n"
@@ -199,9 +202,14 @@ std::optional<options> parse(int argc, char** argv) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
     }
-    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite" || arg == "--check-finite") {
+    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite" || arg == "--check-finite" || arg == "--fully-sharded") {
       if (value) errors.push_back(arg + " takes no value (given '" + *value + "')");
-      else (arg == "--resume" ? o.resume : arg == "--overwrite" ? o.overwrite : arg == "--check-finite" ? o.check_finite : o.resume_or_start) = true;
+      else
+        (arg == "--resume"          ? o.resume
+         : arg == "--overwrite"     ? o.overwrite
+         : arg == "--check-finite"  ? o.check_finite
+         : arg == "--fully-sharded" ? o.fully_sharded
+                                    : o.resume_or_start) = true;
       continue;
     }
     if (!takes_value(arg)) {
@@ -227,6 +235,10 @@ std::optional<options> parse(int argc, char** argv) {
     errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
                      "under mpirun -np 2 (one device in each process); given --model " + o.model + " --devices " +
                      std::to_string(o.devices));
+  if (o.fully_sharded && (o.devices != 2 || o.model != "mlp" || o.precision != "f32" || o.processes > 1 || !TESSEL_FM_DATA_PARALLEL))
+    errors.push_back("--fully-sharded is compiled for --devices 2 --model mlp --precision f32 in one process (a split over 4 "
+                     "devices cannot divide the last bias, f32[10]); given --devices " + std::to_string(o.devices) + " --model " +
+                     o.model + " --precision " + o.precision + (o.processes > 1 ? " under mpirun" : ""));
   if (o.devices > 1 && o.batch_size != 128)
     errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
                      std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
@@ -670,9 +682,9 @@ void run_log::finish() {
   // Device 0's time inside collectives (all-reduces of the gradients, loss and accuracy) over the training time.
   const double all_reduce_share = train_seconds_ > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds_ : 0;
   std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"epochs\": %d, \"steps\": %" PRIu64
-              ", \"devices\": %d, \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
+              ", \"devices\": %d, \"fully_sharded\": %s, \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
               "\"peak_bytes\": %zu, \"all_reduce_share\": %.3f, \"run\": %s}\n",
-              o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, o_.devices, first_, accuracy_, epoch_seconds,
+              o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, o_.devices, o_.fully_sharded ? "true" : "false", first_, accuracy_, epoch_seconds,
               samples_per_second, peak_bytes_, all_reduce_share, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
 }
 

@@ -52,6 +52,7 @@ struct options {
   std::string curve;  // prefix of <prefix>.csv and <prefix>.svg
   int devices = 1;    // data parallel over a mesh ("data", devices) of host devices, or of processes (mpirun)
   int processes = 1;  // mpirun -np: each process runs one device of the mesh; process 0 writes every file
+  bool fully_sharded = false;  // parameters and Adam state split over the devices too (jit with shardings)
   bool check_finite = false;  // search every kernel's result for NaN and infinity (jax_debug_nans)
   std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
 };
@@ -290,18 +291,26 @@ class run_log {
 
 // The train step on one device (jit, parameters and state donated), or data parallel on a mesh of D:
 // devices of this process, or one device in each of D processes (mpirun -np D, Placement over_processes).
-template <class C, std::size_t D, class Placement>
+// FullySharded (--fully-sharded): the step is written for one device, and jit with shardings splits the
+// batch, the parameters, mu and nu by rows (ZeRO-3); the partitioner gathers each parameter before its use
+// and reduce-scatters each gradient, so each device updates its half of the state.
+template <class C, std::size_t D, class Placement, bool FullySharded = false>
 constexpr auto make_step() {
+  using tessel::P, tessel::specs;
   if constexpr (D == 1) {
     return tessel::jit(train_step<C>{});
+  } else if constexpr (FullySharded) {
+    using state_spec = specs<P<>, P<"data">, P<"data">>;
+    return tessel::jit<tessel::mesh<tessel::axis<"data", D, Placement>>>(
+        train_step<C>{}, tessel::in_shardings<P<"data">, state_spec, P<"data">, P<"data">, P<>>,
+        tessel::out_shardings<P<"data">, state_spec, P<>, P<>>);
   } else {
-    using tessel::P, tessel::specs;
     return tessel::shard_map<tessel::mesh<tessel::axis<"data", D, Placement>>, specs<P<>, P<>, P<"data">, P<"data">, P<>>, P<>>(
         train_step<C, data_parallel_loss_fn<C>>{});
   }
 }
 
-template <class Model, std::size_t B, class C, std::size_t D = 1, class Placement = tessel::in_process>
+template <class Model, std::size_t B, class C, std::size_t D = 1, class Placement = tessel::in_process, bool FullySharded = false>
 int run(const options& o, const dataset& d) {
   using clock = std::chrono::steady_clock;
   using state_t = tessel::optim::adam_state<Model>;
@@ -315,7 +324,7 @@ int run(const options& o, const dataset& d) {
   if constexpr (std::is_same_v<Model, mlp<>>) params = init_mlp(init_key);
   else params = init_cnn(init_key);
   state_t opt_state = optimizer{}.init(params);
-  const auto step = make_step<C, D, Placement>();
+  const auto step = make_step<C, D, Placement, FullySharded>();
   const auto eval = tessel::jit(evaluate<C>{});
   using step_plan = typename decltype(step)::template traced_for<Model, state_t, tensor<float, shape<B, pixels>>,
                                                                  tensor<std::int32_t, shape<B>>, tensor<float, shape<>>>;
