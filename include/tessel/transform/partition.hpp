@@ -600,7 +600,7 @@ class partitioner {
     // as fully sharded data parallelism does) is gathered, as its use elsewhere needed anyway; between two
     // intermediate values, or two arguments, which to gather is the user's choice.
     for (std::size_t d = first_rhs; d < e; ++d) {
-      const std::uint8_t clash = static_cast<std::uint8_t>(target.dim_mask(d) & (pending | lhs_kept(lf, dd, ln.shape.rank)));
+      const std::uint8_t clash = static_cast<std::uint8_t>(target.dim_mask(d) & lhs_kept(lf, dd, ln.shape.rank));
       if (clash == 0) continue;
       const bool left = is_argument(n.operands[0]), right = is_argument(n.operands[1]);
       if (left != right) {
