@@ -255,6 +255,9 @@ processes)
   run resumed 0 --epochs 1 --steps 12 --devices 2 --checkpoint-dir b --resume
   grep -qF "resumed from b/ckpt-000000000006.safetensors at step 6" resumed.out || fail "resumed: it did not resume from step 6"
   same_tensors a/ckpt-000000000012.safetensors b/ckpt-000000000012.safetensors || fail "the resumed run over 2 processes differs"
+  # Fully sharded over the 2 processes (jit with shardings on a mesh axis that spans them): the same bytes.
+  run sharded 0 --epochs 1 --steps 12 --devices 2 --fully-sharded --checkpoint-dir c
+  same_tensors a/ckpt-000000000012.safetensors c/ckpt-000000000012.safetensors || fail "fully sharded over 2 processes differs"
   run wrong 2 --epochs 1 --steps 2 --devices 4
   says wrong "mpirun -np 2: a run over processes is compiled for --model mlp --devices 2"
   ;;
