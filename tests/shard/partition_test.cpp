@@ -311,6 +311,24 @@ TEST(Partition, ReductionsOverASplitDimension) {
   EXPECT_EQ(count_of(text, "all_gather over {model}"), 1u) << text;  // the sums' columns, split over model, made whole
 }
 
+// argmax over a whole dimension runs on each device's rows; over a split one, on the gathered array. An iota
+// along a whole dimension (a one-hot's class index) is made at the block's shape, not cut out of the whole.
+TEST(Partition, ArgmaxAndIotaKeepTheRowsSplit) {
+  using M = mesh<axis<"data", 2>>;
+  using V = tensor<float, shape<8, 5>>;
+  const V a = random_tensor<V>(35);
+  auto g = [](auto p) { return std::tuple(argmax<1>(p), argmax<0>(p), broadcasted_iota<float, shape<8, 5>, 1>(p) * p); };
+  auto f = jit<M>(g, in_shardings<P<"data">>, out_shardings<P<"data">, P<>, P<"data">>);
+  const auto [rows, columns, scaled] = f(a);
+  const auto [rows1, columns1, scaled1] = jit(g)(a);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(rows[i], rows1[i]);
+  for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(columns[j], columns1[j]);
+  expect_close(scaled, scaled1, 0);
+  const std::string text = dump(f, a);
+  EXPECT_EQ(count_of(text, "all_gather over {data}"), 1u) << text;  // argmax<0>'s operand only
+  EXPECT_EQ(count_of(text, "take"), 0u) << text;
+}
+
 TEST(Partition, ReshapeAndTransposeCarryTheirSplits) {
   using M = mesh<axis<"data", 2>>;
   using V = tensor<float, shape<4, 3, 2>>;
