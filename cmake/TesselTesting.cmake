@@ -8,13 +8,18 @@ set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.
 # HEAVY: its translation units are template-heavy (transform checkers over every primitive) while the code
 # they run at run time is the executor's, which the other tests already run under the sanitizers; it is
-# built and run in the Release build only, not again in the sanitizer build (TESSEL_SANITIZE).
+# built and run in the Release build only, not again in the sanitizer build (TESSEL_SANITIZE). The other
+# tests are left out of a Release build with TESSEL_RUNTIME_TESTS_SANITIZED_ELSEWHERE: a sanitizer build
+# runs them.
 function(tessel_add_test name)
   cmake_parse_arguments(arg "HEAVY" "LABEL" "SOURCES" ${ARGN})
   if(NOT arg_LABEL IN_LIST TESSEL_TEST_LABELS)
     message(FATAL_ERROR "tessel_add_test(${name}): LABEL '${arg_LABEL}' is not one of: ${TESSEL_TEST_LABELS}")
   endif()
   if(arg_HEAVY AND TESSEL_SANITIZE)
+    return()
+  endif()
+  if(NOT arg_HEAVY AND TESSEL_RUNTIME_TESTS_SANITIZED_ELSEWHERE AND NOT TESSEL_SANITIZE)
     return()
   endif()
   add_executable(${name} ${arg_SOURCES})
