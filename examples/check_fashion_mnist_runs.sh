@@ -239,8 +239,12 @@ devices)
   run sharded 0 --epochs 1 --steps 12 --devices 2 --fully-sharded --checkpoint-dir c
   grep -qF '"fully_sharded": true' sharded.out || fail "sharded: the summary does not say fully sharded"
   same_tensors a/ckpt-000000000012.safetensors c/ckpt-000000000012.safetensors || fail "fully sharded differs from replicated"
-  run sharded_four 2 --epochs 1 --steps 2 --devices 4 --fully-sharded
-  says sharded_four "--fully-sharded is compiled for --devices 2 --model mlp --precision f32"
+  # On 4 devices each struct member takes its own spec: b3 (f32[10]) stays whole, the rest is split in four.
+  run four 0 --epochs 1 --steps 12 --devices 4 --checkpoint-dir d
+  run sharded_four 0 --epochs 1 --steps 12 --devices 4 --fully-sharded --checkpoint-dir e
+  same_tensors d/ckpt-000000000012.safetensors e/ckpt-000000000012.safetensors || fail "fully sharded on 4 devices differs from replicated"
+  run sharded_one 2 --epochs 1 --steps 2 --fully-sharded
+  says sharded_one "--fully-sharded is compiled for --devices 2 or 4 with --model mlp --precision f32"
   ;;
 processes)
   # mpirun -np 2 --devices 2 (one device in each process) trains exactly as 2 devices in one process: the

@@ -292,18 +292,20 @@ class run_log {
 // The train step on one device (jit, parameters and state donated), or data parallel on a mesh of D:
 // devices of this process, or one device in each of D processes (mpirun -np D, Placement over_processes).
 // FullySharded (--fully-sharded): the step is written for one device, and jit with shardings splits the
-// batch, the parameters, mu and nu by rows (ZeRO-3); the partitioner gathers each parameter before its use
-// and reduce-scatters each gradient, so each device updates its half of the state.
+// batch, the parameters, mu and nu by rows (ZeRO-3), each struct member by its own spec: b3 (f32[10]) is
+// whole, as 4 devices cannot divide it. The partitioner gathers each split parameter before its use and
+// reduce-scatters its gradient, so each device updates its 1/D of the state.
 template <class C, std::size_t D, class Placement, bool FullySharded = false>
 constexpr auto make_step() {
   using tessel::P, tessel::specs;
   if constexpr (D == 1) {
     return tessel::jit(train_step<C>{});
   } else if constexpr (FullySharded) {
-    using state_spec = specs<P<>, P<"data">, P<"data">>;
+    using members = specs<P<"data">, P<"data">, P<"data">, P<"data">, P<"data">, P<>>;  // w1 b1 w2 b2 w3 b3
+    using state_spec = specs<P<>, members, members>;                                    // count, mu, nu
     return tessel::jit<tessel::mesh<tessel::axis<"data", D, Placement>>>(
-        train_step<C>{}, tessel::in_shardings<P<"data">, state_spec, P<"data">, P<"data">, P<>>,
-        tessel::out_shardings<P<"data">, state_spec, P<>, P<>>);
+        train_step<C>{}, tessel::in_shardings<members, state_spec, P<"data">, P<"data">, P<>>,
+        tessel::out_shardings<members, state_spec, P<>, P<>>);
   } else {
     return tessel::shard_map<tessel::mesh<tessel::axis<"data", D, Placement>>, specs<P<>, P<>, P<"data">, P<"data">, P<>>, P<>>(
         train_step<C, data_parallel_loss_fn<C>>{});

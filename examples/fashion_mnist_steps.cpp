@@ -25,8 +25,10 @@ int run_batch(const options& o, const dataset& d) {
       if constexpr (!TESSEL_FM_CNN)
         if (o.processes == 2) return run<Model, 128, C, 2, tessel::over_processes>(o, d);
 #endif
-      if constexpr (!TESSEL_FM_CNN && !TESSEL_FM_BF16)
-        if (o.fully_sharded) return run<Model, 128, C, 2, tessel::in_process, true>(o, d);
+      if constexpr (!TESSEL_FM_CNN && !TESSEL_FM_BF16) {
+        if (o.fully_sharded && o.devices == 2) return run<Model, 128, C, 2, tessel::in_process, true>(o, d);
+        if (o.fully_sharded && o.devices == 4) return run<Model, 128, C, 4, tessel::in_process, true>(o, d);
+      }
       if (o.devices == 2) return run<Model, 128, C, 2>(o, d);
       if (o.devices == 4) return run<Model, 128, C, 4>(o, d);
 #endif

@@ -77,23 +77,39 @@ std::string collectives(const Plan& p, const target& t) {
   os << "  " << count << " collectives, " << total * 1e6 << " us per step\n";
   return os.str();
 }
+
+// The mesh of a shard_map or of a jit with shardings (which runs one).
+template <class S>
+struct sharded_mesh {};
+template <class M, class I, class O, class F>
+struct sharded_mesh<sharded<M, I, O, F>> {
+  using type = M;
+};
+template <class M, class I, class O, class F>
+struct sharded_mesh<sharded_jit<M, I, O, F>> {
+  using type = M;
+};
+template <class S>
+concept Sharded = requires { typename sharded_mesh<S>::type; };
 }  // namespace dump_detail
 
-// A shard_map's per-device plan, after its mesh and its collectives with their alpha-beta times on the
-// host (targets::host's shared-memory figures).
-template <class M, class I, class O, class F, class... A>
-std::string dump(sharded<M, I, O, F>, const A&...) {
-  using t = typename sharded<M, I, O, F>::template traced_for<A...>;
-  return dump_detail::collectives<M>(t::plan, targets::host) + dump(t::plan);
+// A shard_map's (or a jit with shardings') per-device plan, after its mesh and its collectives with their
+// alpha-beta times on the host (targets::host's shared-memory figures).
+template <class S, class... A>
+  requires dump_detail::Sharded<S>
+std::string dump(S, const A&...) {
+  using t = typename S::template traced_for<A...>;
+  return dump_detail::collectives<typename dump_detail::sharded_mesh<S>::type>(t::plan, targets::host) + dump(t::plan);
 }
 
 // The same on Target: collectives at its interconnect's alpha and beta, each device's kernels laid out in
 // its VMEM (a compile error if one cannot fit).
-template <target Target, class M, class I, class O, class F, class... A>
-std::string dump(sharded<M, I, O, F>, const A&...) {
-  using t = typename sharded<M, I, O, F>::template traced_for<A...>;
+template <target Target, class S, class... A>
+  requires dump_detail::Sharded<S>
+std::string dump(S, const A&...) {
+  using t = typename S::template traced_for<A...>;
   static_assert(check_fits<Target, t::plan>());
-  return dump_detail::collectives<M>(t::plan, Target) + dump_on<Target>(t::plan);
+  return dump_detail::collectives<typename dump_detail::sharded_mesh<S>::type>(t::plan, Target) + dump_on<Target>(t::plan);
 }
 
 }  // namespace tessel

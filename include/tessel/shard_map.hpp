@@ -408,14 +408,92 @@ constexpr sharded<M, InSpecs, OutSpecs, F> jit(sharded<M, InSpecs, OutSpecs, F> 
 //   auto mlp = jit<M>([](auto x, auto w1, auto w2) { return matmul(relu(matmul(x, w1)), w2); },
 //                     in_shardings<P<>, P<none, "model">, P<"model">>, out_shardings<P<>>);
 //
-// Arguments and results may be trees: one PartitionSpec for every leaf, or a spec tree for a tuple
-// (in_shardings<P<>, specs<P<>, P<"data">>>: parameters whole, an optimizer state (count, moments) with its
-// moments split: ZeRO). A partitioning the rules cannot decide (operands split differently; both operands of
-// a contraction split over one axis in dimensions it keeps) is a compile error naming the operation, the
-// operands with their layouts, and the fix.
+// Arguments and results may be trees: one PartitionSpec for every leaf, or a spec tree: one entry per element
+// of a tuple (in_shardings<P<>, specs<P<>, P<"data">>>: parameters whole, an optimizer state (count, moments)
+// with its moments split: ZeRO), one per member of a struct in declaration order (specs<P<"data">, P<>> for
+// (w, b): a bias the devices cannot divide stays whole). The shard_map it runs takes one argument per leaf,
+// each with its own spec; f sees its trees. A partitioning the rules cannot decide (operands split
+// differently; both operands of a contraction split over one axis in dimensions it keeps) is a compile
+// error naming the operation, the operands with their layouts, and the fix.
+template <class M, class InSpecs, class OutSpecs, class F>
+class sharded_jit {
+  using in_specs = typename shard_detail::spec_list<InSpecs>::type;
+  using out_specs = typename shard_detail::spec_list<OutSpecs>::type;
+
+  // A scalar argument is a tensor of shape [] (f receives a traced scalar, as from a plain jit).
+  template <class A>
+  static decltype(auto) as_tree(const A& a) {
+    if constexpr (DType<A>) return tensor<A, shape<>>{a};
+    else return (a);
+  }
+  template <class A>
+  using tree_t = std::remove_cvref_t<decltype(as_tree(std::declval<const A&>()))>;
+
+  template <class... P>
+  static specs<P...> as_specs(std::tuple<P...>);
+  template <class... A, std::size_t... I>
+  static auto leaf_in_specs(std::index_sequence<I...>)
+      -> decltype(as_specs(std::tuple_cat(shard_detail::leaf_specs_t<shard_detail::spec_at_t<I, in_specs>, A>{}...)));
+
+ public:
+  // For trees A: f's result at the global shapes, and the shard_map that runs it, one argument per leaf.
+  template <class... A>
+  struct over_leaves {
+    using result = decltype(F{}(std::declval<tree::rebind_t<A, tracer>>()...));
+    using leaves = typename tree::joined<tree::leaf_types_t<A>...>::type;
+    using in = decltype(leaf_in_specs<A...>(std::index_sequence_for<A...>{}));
+    using out = decltype(as_specs(shard_detail::out_leaf_specs_t<out_specs, result>{}));
+    using body = partition_detail::partitioned<M, in, out, partition_detail::over_leaves<F, tree::rebind_t<A, tracer>...>>;
+    using type = sharded<M, in, out, body>;
+    template <class... L>
+    static auto traced(std::tuple<L...>) -> typename type::template traced_for<L...>;
+  };
+
+  template <class... A>
+  auto operator()(const A&... args) const {
+    return call(as_tree(detail::normalize_scalar(args))...);
+  }
+
+  // The per-device program and plan for these (global) argument types.
+  template <class... A>
+  using traced_for = decltype(over_leaves<tree_t<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>>...>::traced(
+      std::declval<typename over_leaves<tree_t<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>>...>::leaves>()));
+
+ private:
+  template <class... A>
+  auto call(const A&... args) const {
+    if constexpr (!shard_detail::check_arguments<partition_detail::jit_names, M, in_specs, A...>()) {
+      return shard_detail::not_run{};
+    } else if constexpr (!partition_detail::check_out_shardings<M, out_specs, typename over_leaves<A...>::result>()) {
+      return shard_detail::not_run{};
+    } else {
+      using flat = over_leaves<A...>;
+      using leaves = typename flat::leaves;
+      constexpr std::size_t n = std::tuple_size_v<leaves>;
+      std::array<const void*, n + 1> in{};
+      std::size_t k = 0;
+      (tree::for_each(args, [&](const auto& leaf) { in[k++] = &leaf; }), ...);
+      auto results = [&]<std::size_t... K>(std::index_sequence<K...>) {
+        return typename flat::type{}(*static_cast<const std::tuple_element_t<K, leaves>*>(in[K])...);
+      }(std::make_index_sequence<n>{});
+      if constexpr (std::is_same_v<decltype(results), shard_detail::not_run>) {
+        return results;
+      } else {
+        using result_type = tree::rebind_t<typename flat::result, tensor>;
+        static_assert(std::is_same_v<tree::leaf_types_t<result_type>, tree::leaf_types_t<decltype(results)>>);
+        std::array<void*, std::tuple_size_v<tree::leaf_types_t<result_type>> + 1> out{};
+        k = 0;
+        tree::for_each(results, [&](auto& leaf) { out[k++] = &leaf; });
+        k = 0;
+        return tree::build<result_type>([&]<class Leaf>(std::type_identity<Leaf>) { return std::move(*static_cast<Leaf*>(out[k++])); });
+      }
+    }
+  }
+};
+
 template <class M, class... In, class... Out, class F>
-constexpr sharded<M, specs<In...>, specs<Out...>, partition_detail::partitioned<M, specs<In...>, specs<Out...>, F>> jit(F, specs<In...>,
-                                                                                                                     specs<Out...>) {
+constexpr sharded_jit<M, specs<In...>, specs<Out...>, F> jit(F, specs<In...>, specs<Out...>) {
+  static_assert(is_mesh_v<M>, "tessel::jit (with shardings): the template argument is the mesh type, tessel::mesh<tessel::axis<\"name\", size>, ...>");
   return {};
 }
 

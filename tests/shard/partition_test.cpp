@@ -275,6 +275,56 @@ TEST(Partition, SpecTreeShardsTheOptimizerStateOnly) {
   EXPECT_EQ(count_of(text, "psum over {data}"), 0u) << text;
 }
 
+// A spec tree for a struct, one entry per member: on 4 devices a model whose output bias (f32[6]) does not
+// divide by 4 keeps that bias whole and splits the rest (the Fashion-MNIST MLP's b3 is f32[10]), in the
+// parameters and, nested in the state's spec tree, in the momentum. The learning rate is a float.
+template <template <class, class> class T = tensor>
+struct net6 {
+  BOOST_HANA_DEFINE_STRUCT(net6, (T<float, shape<16, 32>>, w1), (T<float, shape<32>>, b1), (T<float, shape<32, 6>>, w2),
+                           (T<float, shape<6>>, b2));
+};
+TEST(Partition, StructMembersTakeTheirOwnSpecs) {
+  using M = mesh<axis<"data", 4>>;
+  using Count = tensor<float, shape<>>;
+  using Y6 = tensor<float, shape<32, 6>>;
+  const net6<> p{random_tensor<tensor<float, shape<16, 32>>>(40, 0.3f), random_tensor<tensor<float, shape<32>>>(41, 0.3f),
+                 random_tensor<tensor<float, shape<32, 6>>>(42, 0.3f), random_tensor<tensor<float, shape<6>>>(43, 0.3f)};
+  const net6<> m0 = tree::map([](auto w) { return w * 0.5f; }, p);
+  const std::tuple<Count, net6<>> state{Count{3.0f}, m0};
+  const Xn x = random_tensor<Xn>(44);
+  const Y6 y = random_tensor<Y6>(45);
+  constexpr auto step = [](auto params, auto s, auto u, auto v, auto lr) {
+    const auto [loss, g] = value_and_grad([](auto q, auto a, auto b) {
+      const auto e = matmul(tanh(matmul(a, q.w1) + q.b1), q.w2) + q.b2 - b;
+      return mean(e * e);
+    })(params, u, v);
+    const auto momentum = tree::map([](auto m, auto d) { return m * 0.9f + d; }, std::get<1>(s), g);
+    return std::tuple(tree::map([&](auto w, auto m) { return w - m * lr; }, params, momentum), std::tuple(std::get<0>(s) + 1.0f, momentum), loss);
+  };
+  using members = specs<P<"data">, P<"data">, P<"data">, P<>>;  // w1, b1, w2 split by rows; b2 whole
+  using state_spec = specs<P<>, members>;
+  auto f = jit<M>(step, in_shardings<members, state_spec, P<"data">, P<"data">, P<>>, out_shardings<members, state_spec, P<>>);
+  const auto [next, next_state, loss] = f(p, state, x, y, 0.1f);
+  const auto [next1, next_state1, loss1] = jit(step)(p, state, x, y, 0.1f);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(next)>, net6<>>, "the struct comes back as the struct");
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(next_state)>, std::tuple<Count, net6<>>>);
+  expect_close(loss, loss1);
+  EXPECT_EQ(std::get<0>(next_state)[0], 4.0f);
+  expect_close(next.w1, next1.w1, 1e-5);
+  expect_close(next.b1, next1.b1, 1e-5);
+  expect_close(next.w2, next1.w2, 1e-5);
+  expect_close(next.b2, next1.b2, 1e-5);
+  expect_close(std::get<1>(next_state).w2, std::get<1>(next_state1).w2, 1e-5);
+  expect_close(std::get<1>(next_state).b2, std::get<1>(next_state1).b2, 1e-5);
+  // The three split members: gathered once each, their gradients reduce-scattered; b2's gradient and the
+  // loss all-reduced (b2 is whole on every device).
+  const std::string text = dump(f, p, state, x, y, 0.1f);
+  EXPECT_EQ(count_of(text, "all_gather over {data}"), 3u) << text;
+  EXPECT_EQ(count_of(text, "psum_scatter over {data}"), 3u) << text;
+  EXPECT_EQ(count_of(text, "psum over {data}"), 2u) << text;
+  EXPECT_NE(text.find("psum over {data} (4 devices): 24 bytes"), std::string::npos) << text;  // b2's gradient, f32[6]
+}
+
 // ---- layouts of elementwise operations, reductions and results ----------------------------------------
 
 TEST(Partition, WholeOperandTakesItsBlockAndResultsAreRelaidOut) {

@@ -185,6 +185,16 @@ template <class X, class... Name, class... Get>
 struct member_leaf_types<X, boost::hana::tuple<boost::hana::pair<Name, Get>...>>
     : joined<leaf_types_t<decltype(std::declval<const Get&>()(std::declval<X&>()))>...> {};
 
+// A struct's member types, in declaration order, as a std::tuple.
+template <class X, class Accessors = std::remove_cvref_t<decltype(boost::hana::accessors<X>())>>
+struct member_types;
+template <class X, class... Name, class... Get>
+struct member_types<X, boost::hana::tuple<boost::hana::pair<Name, Get>...>> {
+  using type = std::tuple<std::remove_cvref_t<decltype(std::declval<const Get&>()(std::declval<X&>()))>...>;
+};
+template <class X>
+using member_types_t = typename member_types<std::remove_cvref_t<X>>::type;
+
 template <class X>
   requires Leaf<X>
 struct leaf_types<X> {
@@ -290,7 +300,7 @@ constexpr X map(F&& f, const X& x, const Ys&... ys) {
 // A tree of type X built leaf by leaf in tree order: make_leaf(std::type_identity<Leaf>{}) gives each
 // (so leaves can be made without first default-constructing them, unlike map).
 template <class X, class F>
-X build(F&& make_leaf) {
+constexpr X build(F&& make_leaf) {
   if constexpr (Leaf<X>) {
     return make_leaf(std::type_identity<X>{});
   } else if constexpr (is_tuple_v<X>) {

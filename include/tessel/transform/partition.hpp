@@ -707,6 +707,41 @@ struct jit_names {
   static constexpr fixed_string function = "tessel::jit (with shardings)";
   static constexpr fixed_string in = "in_shardings";
   static constexpr fixed_string out = "out_shardings";
+  static constexpr bool struct_spec_trees = true;
+};
+
+// f over trees, called with their leaves one by one and returning its result's leaves as a std::tuple: jit
+// with shardings hands shard_map one argument per leaf, each with its own spec, so that the members of a
+// struct may be laid out differently (a struct of blocks is over one family). Trees are f's global
+// argument types (over the tracer family); f sees them as a plain jit would.
+template <class F, class... Trees>
+struct over_leaves {
+  template <class... L>
+  constexpr auto operator()(L... leaves) const {
+    ir::graph_builder* g = nullptr;
+    ((g = leaves.graph), ...);
+    const std::array<int, sizeof...(L) + 1> in{leaves.id..., 0};
+    std::size_t k = 0;
+    auto rebuild = [&]<class T>(std::type_identity<T>) {
+      return tree::build<T>([&]<class Leaf>(std::type_identity<Leaf>) {
+        Leaf t{};
+        t.graph = g;
+        t.id = in[k++];
+        return t;
+      });
+    };
+    std::tuple<Trees...> trees{rebuild(std::type_identity<Trees>{})...};  // braces: built in order
+    const auto r = std::apply(F{}, std::move(trees));
+    using out = tree::leaf_types_t<decltype(r)>;
+    std::array<int, std::tuple_size_v<out> + 1> ids{};
+    k = 0;
+    tree::for_each(r, [&](const auto& x) { ids[k++] = x.id; });
+    out o{};
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      ((std::get<K>(o).graph = g, std::get<K>(o).id = ids[K]), ...);
+    }(std::make_index_sequence<std::tuple_size_v<out>>{});
+    return o;
+  }
 };
 
 // An out_sharding checked against f's global result (a tensor, or every leaf of a tree).

@@ -58,7 +58,9 @@ struct global_family {
 };
 
 // A spec tree: specs<S...> as the entry for a std::tuple argument gives each element its own spec (JAX's
-// spec trees: (P(), P('data'), P('data')) for an optax state (count, mu, nu)); entries nest.
+// spec trees: (P(), P('data'), P('data')) for an optax state (count, mu, nu)); entries nest. jit with
+// shardings also takes one for a struct, an entry per member in declaration order (shard_map cannot: it
+// hands f a struct whose members are blocks of one family).
 template <class Spec>
 inline constexpr bool is_spec_tree_v = false;
 template <class... S>
@@ -100,6 +102,9 @@ template <class... S, class... X>
 struct leaf_specs<specs<S...>, std::tuple<X...>> {
   using type = decltype(std::tuple_cat(typename leaf_specs<S, X>::type{}...));
 };
+template <class... S, class A>
+  requires(!Leaf<A> && Struct<A>)
+struct leaf_specs<specs<S...>, A> : leaf_specs<specs<S...>, tree::member_types_t<A>> {};
 template <class Spec, class A>
 using leaf_specs_t = typename leaf_specs<Spec, std::remove_cvref_t<A>>::type;
 
@@ -138,6 +143,7 @@ struct api_names {
   static constexpr fixed_string function = "tessel::shard_map";
   static constexpr fixed_string in = "in_specs";
   static constexpr fixed_string out = "out_specs";
+  static constexpr bool struct_spec_trees = false;  // a spec tree may be given for a struct (one entry per member)
 };
 
 // A PartitionSpec given for a whole tree holds for each of its leaves (JAX's prefix specs): each leaf is
@@ -177,34 +183,50 @@ consteval bool require_valid_leaf_specs() {
   }(std::make_index_sequence<std::tuple_size_v<leaves>>{});
 }
 
-// A spec tree for args[Index]: a std::tuple of as many elements as it has entries (nested trees alike), each
-// leaf valid for its own spec.
-template <class Spec, class A>
+// A spec tree for args[Index]: a std::tuple of as many elements as it has entries (with Structs, a struct of
+// as many members), nested trees alike, each leaf valid for its own spec.
+template <class Spec, class A, bool Structs = false>
 consteval bool spec_tree_fits() {
   if constexpr (!is_spec_tree_v<Spec>) {
     return is_partition_spec_v<Spec>;
+  } else if constexpr (Structs && !Leaf<A> && Struct<A>) {
+    return spec_tree_fits<Spec, tree::member_types_t<A>, true>();
   } else if constexpr (!is_tuple_v<A>) {
     return false;
   } else if constexpr (spec_count<Spec>::value != std::tuple_size_v<A>) {
     return false;
   } else {
     return []<std::size_t... J>(std::index_sequence<J...>) {
-      return (spec_tree_fits<spec_at_t<J, Spec>, std::tuple_element_t<J, A>>() && ...);
+      return (spec_tree_fits<spec_at_t<J, Spec>, std::tuple_element_t<J, A>, Structs>() && ...);
     }(std::make_index_sequence<std::tuple_size_v<A>>{});
   }
 }
 template <class Names, bool In, std::size_t Index, class M, class Spec, class A>
 consteval bool require_valid_spec_tree() {
-  if constexpr (!spec_tree_fits<Spec, A>()) {
+  if constexpr (!Names::struct_spec_trees && !spec_tree_fits<Spec, A>() && spec_tree_fits<Spec, A, true>()) {  // it fits a struct
     raise<fit<[] {
       message_builder m;
       m << Names::function << ": ";
       if constexpr (In) m << Names::in;
       else m << Names::out;
-      return m << "[" << static_cast<std::uint64_t>(Index) << "] is a tree of specs (specs<...>), which does not match "
-               << (In ? "args[" : "results[") << static_cast<std::uint64_t>(Index)
-               << "]: a spec tree gives a std::tuple one entry per element (a PartitionSpec, or a nested tree for a "
-                  "nested tuple); fix: give one entry per element, or one PartitionSpec for the whole "
+      return m << "[" << static_cast<std::uint64_t>(Index) << "] gives a struct in " << (In ? "args[" : "results[")
+               << static_cast<std::uint64_t>(Index)
+               << "] a tree of specs (specs<...>), one per member, but f sees a struct whose members are all blocks of one "
+                  "PartitionSpec; fix: one PartitionSpec for the whole struct, the members as separate arguments, or "
+                  "tessel::jit<M>(f, in_shardings<...>, out_shardings<...>), which takes one spec per member (f over global arrays)";
+    }>(), Spec, A>();
+    return false;
+  } else if constexpr (!spec_tree_fits<Spec, A, Names::struct_spec_trees>()) {
+    raise<fit<[] {
+      message_builder m;
+      m << Names::function << ": ";
+      if constexpr (In) m << Names::in;
+      else m << Names::out;
+      m << "[" << static_cast<std::uint64_t>(Index) << "] is a tree of specs (specs<...>), which does not match "
+        << (In ? "args[" : "results[") << static_cast<std::uint64_t>(Index) << "]: a spec tree gives a std::tuple one entry per element";
+      if constexpr (Names::struct_spec_trees) m << " and a struct one per member, in declaration order";
+      return m << " (a PartitionSpec, or a nested tree for a nested tuple); fix: give one entry per element, or one "
+                  "PartitionSpec for the whole "
                << (In ? "argument" : "result");
     }>(), Spec, A>();
     return false;
