@@ -245,6 +245,8 @@ devices)
   same_tensors d/ckpt-000000000012.safetensors e/ckpt-000000000012.safetensors || fail "fully sharded on 4 devices differs from replicated"
   run sharded_one 2 --epochs 1 --steps 2 --fully-sharded
   says sharded_one "--fully-sharded is compiled for --devices 2 or 4 with --model mlp --precision f32"
+  run tensor_two 2 --epochs 1 --steps 2 --devices 2 --tensor-parallel
+  says tensor_two "--tensor-parallel is compiled for --devices 4 (a mesh of 2 x 2)"
   ;;
 processes)
   # mpirun -np 2 --devices 2 (one device in each process) trains exactly as 2 devices in one process: the
@@ -264,6 +266,22 @@ processes)
   same_tensors a/ckpt-000000000012.safetensors c/ckpt-000000000012.safetensors || fail "fully sharded over 2 processes differs"
   run wrong 2 --epochs 1 --steps 2 --devices 4
   says wrong "mpirun -np 2: a run over processes is compiled for --model mlp --devices 2"
+  # The mesh ("data", 2) x ("model", 2) with "data" across the 2 processes (--tensor-parallel: Megatron's MLP
+  # over "model" in each process): the same bytes as the mesh in one process, also after a resume under
+  # mpirun; resuming it without the flag is refused with the fix.
+  launcher=()
+  run tensor_one 0 --epochs 1 --steps 12 --devices 4 --tensor-parallel --checkpoint-dir t1
+  grep -qF '"tensor_parallel": true' tensor_one.out || fail "tensor_one: the summary does not say tensor parallel"
+  launcher=("$4" -np 2 --oversubscribe)
+  run tensor_two 0 --epochs 1 --steps 12 --devices 4 --tensor-parallel --checkpoint-dir t2 --save-every 6
+  same_tensors t1/ckpt-000000000012.safetensors t2/ckpt-000000000012.safetensors || fail "tensor parallel over 2 processes differs"
+  rm t2/ckpt-000000000012.safetensors
+  launcher=()
+  run tensor_flagless 2 --epochs 1 --steps 12 --devices 4 --checkpoint-dir t2 --resume
+  says tensor_flagless "--tensor-parallel: the run has true, these flags give false" "fix: give the run's flags (--tensor-parallel)"
+  launcher=("$4" -np 2 --oversubscribe)
+  run tensor_resumed 0 --epochs 1 --steps 12 --devices 4 --tensor-parallel --checkpoint-dir t2 --resume
+  same_tensors t1/ckpt-000000000012.safetensors t2/ckpt-000000000012.safetensors || fail "the resumed tensor-parallel run differs"
   ;;
 *)
   fail "unknown case"

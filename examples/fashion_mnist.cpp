@@ -68,6 +68,10 @@ void usage(std::FILE* to) {
                "                         parameters and Adam state split over the devices too (FSDP, ZeRO-3: jit with\n"
                "                         shardings gathers each parameter before use and reduce-scatters each gradient;\n"
                "                         each device updates its 1/N; b3, f32[10], stays whole)\n"
+               "  --tensor-parallel      with --devices 4 (--model mlp, --precision f32; also under mpirun -np 2, \"data\"\n"
+               "                         across the processes): a mesh (\"data\", 2) x (\"model\", 2); the batch split over\n"
+               "                         \"data\", the first two layers over \"model\" as Megatron's MLP (w1, b1 by columns,\n"
+               "                         w2 by rows; one all-reduce over \"model\" a step, inserted by jit with shardings)\n"
                "  --check-finite         after every kernel, search its result for a NaN or an infinity: the first\n"
                "                         kernel that stores one stops training, named by its fused primitives and\n"
                "                         type, with the step (like JAX's jax_debug_nans; slower)\n"
@@ -203,14 +207,16 @@ std::optional<options> parse(int argc, char** argv) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
     }
-    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite" || arg == "--check-finite" || arg == "--fully-sharded") {
+    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite" || arg == "--check-finite" || arg == "--fully-sharded" ||
+        arg == "--tensor-parallel") {
       if (value) errors.push_back(arg + " takes no value (given '" + *value + "')");
       else
-        (arg == "--resume"          ? o.resume
-         : arg == "--overwrite"     ? o.overwrite
-         : arg == "--check-finite"  ? o.check_finite
-         : arg == "--fully-sharded" ? o.fully_sharded
-                                    : o.resume_or_start) = true;
+        (arg == "--resume"            ? o.resume
+         : arg == "--overwrite"       ? o.overwrite
+         : arg == "--check-finite"    ? o.check_finite
+         : arg == "--fully-sharded"   ? o.fully_sharded
+         : arg == "--tensor-parallel" ? o.tensor_parallel
+                                      : o.resume_or_start) = true;
       continue;
     }
     if (!takes_value(arg)) {
@@ -232,13 +238,17 @@ std::optional<options> parse(int argc, char** argv) {
                                       std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
       if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
   }
-  if (o.processes > 1 && (o.devices != o.processes || o.processes != 2 || o.model != "mlp"))
+  if (o.processes > 1 && (o.processes != 2 || o.model != "mlp" || !(o.devices == 2 || (o.devices == 4 && o.tensor_parallel))))
     errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
-                     "under mpirun -np 2 (one device in each process); given --model " + o.model + " --devices " +
-                     std::to_string(o.devices));
+                     "(one device in each process), or --devices 4 --tensor-parallel (two in each), under mpirun -np 2; given --model " +
+                     o.model + " --devices " + std::to_string(o.devices));
   if (o.fully_sharded && (o.devices == 1 || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
     errors.push_back("--fully-sharded is compiled for --devices 2 or 4 with --model mlp --precision f32; given --devices " +
                      std::to_string(o.devices) + " --model " + o.model + " --precision " + o.precision);
+  if (o.tensor_parallel && (o.devices != 4 || o.fully_sharded || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
+    errors.push_back("--tensor-parallel is compiled for --devices 4 (a mesh of 2 x 2) with --model mlp --precision f32, without "
+                     "--fully-sharded; given --devices " + std::to_string(o.devices) + " --model " + o.model + " --precision " +
+                     o.precision + (o.fully_sharded ? " --fully-sharded" : ""));
   if (o.devices > 1 && o.batch_size != 128)
     errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
                      std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
@@ -307,7 +317,8 @@ std::vector<identity_field> identity(const options& o) {
           {"--epochs", "epochs", std::to_string(o.epochs)},
           {"--steps", "steps_per_epoch", std::to_string(steps_per_epoch(o))},
           {"--learning-rate", "learning_rate", float_text(o.learning_rate)},
-          {"--devices", "devices", std::to_string(o.devices)}};
+          {"--devices", "devices", std::to_string(o.devices)},
+          {"--tensor-parallel", "tensor_parallel", o.tensor_parallel ? "true" : "false"}};
 }
 
 // 16 random hex digits.
@@ -452,10 +463,13 @@ std::optional<int> prepare_directory(options& o, bool writer) {
   }
   std::string differences, fix;
   for (const identity_field& field : identity(o)) {
-    const std::string have = entry(newest->metadata, field.key);
+    std::string have = entry(newest->metadata, field.key);
+    if (have == "?" && field.value == "false") have = "false";  // a switch older runs do not record was off
     if (have == field.value) continue;
     differences += "\n  " + std::string(field.flag) + ": the run has " + have + ", these flags give " + field.value;
-    fix += " " + std::string(field.flag) + " " + have;
+    if (have == "true") fix += " " + std::string(field.flag);
+    else if (have == "false") fix += " without " + std::string(field.flag);
+    else fix += " " + std::string(field.flag) + " " + have;
   }
   if (!differences.empty()) {
     error("cannot resume: " + name + " is " + describe(*newest) + ", and these flags shape another run:" + differences +
@@ -660,6 +674,7 @@ void run_log::save(tessel::io::snapshot snap, tessel::random::key shuffle_key) {
       .set("epochs", std::to_string(o_.epochs))
       .set("learning_rate", float_text(o_.learning_rate))
       .set("devices", std::to_string(o_.devices))
+      .set("tensor_parallel", o_.tensor_parallel ? "true" : "false")
       .set("epoch_loss_sum", exact(epoch_loss_))
       .set("epoch_accuracy_sum", exact(epoch_acc_))
       .set("window_loss_sum", exact(window_loss_))
@@ -682,9 +697,9 @@ void run_log::finish() {
   // Device 0's time inside collectives (all-reduces of the gradients, loss and accuracy) over the training time.
   const double all_reduce_share = train_seconds_ > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds_ : 0;
   std::printf("{\"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %zu, \"epochs\": %d, \"steps\": %" PRIu64
-              ", \"devices\": %d, \"fully_sharded\": %s, \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
+              ", \"devices\": %d, \"fully_sharded\": %s, \"tensor_parallel\": %s, \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
               "\"peak_bytes\": %zu, \"all_reduce_share\": %.3f, \"run\": %s}\n",
-              o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, o_.devices, o_.fully_sharded ? "true" : "false", first_, accuracy_, epoch_seconds,
+              o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, o_.devices, o_.fully_sharded ? "true" : "false", o_.tensor_parallel ? "true" : "false", first_, accuracy_, epoch_seconds,
               samples_per_second, peak_bytes_, all_reduce_share, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
 }
 

@@ -53,6 +53,7 @@ struct options {
   int devices = 1;    // data parallel over a mesh ("data", devices) of host devices, or of processes (mpirun)
   int processes = 1;  // mpirun -np: each process runs one device of the mesh; process 0 writes every file
   bool fully_sharded = false;  // parameters and Adam state split over the devices too (jit with shardings)
+  bool tensor_parallel = false;  // --devices 4 as a mesh ("data", 2) x ("model", 2): Megatron on "model"
   bool check_finite = false;  // search every kernel's result for NaN and infinity (jax_debug_nans)
   std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
 };
@@ -291,16 +292,31 @@ class run_log {
 
 // The train step on one device (jit, parameters and state donated), or data parallel on a mesh of D:
 // devices of this process, or one device in each of D processes (mpirun -np D, Placement over_processes).
-// FullySharded (--fully-sharded): the step is written for one device, and jit with shardings splits the
-// batch, the parameters, mu and nu by rows (ZeRO-3), each struct member by its own spec: b3 (f32[10]) is
-// whole, as 4 devices cannot divide it. The partitioner gathers each split parameter before its use and
-// reduce-scatters its gradient, so each device updates its 1/D of the state.
-template <class C, std::size_t D, class Placement, bool FullySharded = false>
+// How the data-parallel steps lay out parameters and state: replicated (shard_map, gradients averaged),
+// fully sharded or tensor parallel (the step written for one device, run by jit with shardings).
+enum class layout { replicated, fully_sharded, tensor_parallel };
+
+// fully_sharded (--fully-sharded): jit with shardings splits the batch, the parameters, mu and nu by rows
+// (ZeRO-3), each struct member by its own spec: b3 (f32[10]) is whole, as 4 devices cannot divide it. The
+// partitioner gathers each split parameter before its use and reduce-scatters its gradient, so each device
+// updates its 1/D of the state.
+// tensor_parallel (--tensor-parallel, D = 4): a mesh ("data", 2) x ("model", 2); the batch is split over
+// "data", and over "model" the first two layers are Megatron's MLP: w1 and b1 split by columns, w2 by rows
+// (mu and nu alike), so each device computes half of the hidden layer, and one all-reduce over "model"
+// sums the second layer's halves. Placement over_processes puts "data" across the processes.
+template <class C, std::size_t D, class Placement, layout Layout = layout::replicated>
 constexpr auto make_step() {
-  using tessel::P, tessel::specs;
+  using tessel::P, tessel::specs, tessel::none;
   if constexpr (D == 1) {
     return tessel::jit(train_step<C>{});
-  } else if constexpr (FullySharded) {
+  } else if constexpr (Layout == layout::tensor_parallel) {
+    static_assert(D == 4, "the tensor-parallel step is compiled for a 2 x 2 mesh");
+    using members = specs<P<none, "model">, P<"model">, P<"model">, P<>, P<>, P<>>;  // w1 b1 w2 b2 w3 b3
+    using state_spec = specs<P<>, members, members>;                                  // count, mu, nu
+    return tessel::jit<tessel::mesh<tessel::axis<"data", 2, Placement>, tessel::axis<"model", 2>>>(
+        train_step<C>{}, tessel::in_shardings<members, state_spec, P<"data">, P<"data">, P<>>,
+        tessel::out_shardings<members, state_spec, P<>, P<>>);
+  } else if constexpr (Layout == layout::fully_sharded) {
     using members = specs<P<"data">, P<"data">, P<"data">, P<"data">, P<"data">, P<>>;  // w1 b1 w2 b2 w3 b3
     using state_spec = specs<P<>, members, members>;                                    // count, mu, nu
     return tessel::jit<tessel::mesh<tessel::axis<"data", D, Placement>>>(
@@ -312,7 +328,7 @@ constexpr auto make_step() {
   }
 }
 
-template <class Model, std::size_t B, class C, std::size_t D = 1, class Placement = tessel::in_process, bool FullySharded = false>
+template <class Model, std::size_t B, class C, std::size_t D = 1, class Placement = tessel::in_process, layout Layout = layout::replicated>
 int run(const options& o, const dataset& d) {
   using clock = std::chrono::steady_clock;
   using state_t = tessel::optim::adam_state<Model>;
@@ -326,11 +342,12 @@ int run(const options& o, const dataset& d) {
   if constexpr (std::is_same_v<Model, mlp<>>) params = init_mlp(init_key);
   else params = init_cnn(init_key);
   state_t opt_state = optimizer{}.init(params);
-  const auto step = make_step<C, D, Placement, FullySharded>();
+  const auto step = make_step<C, D, Placement, Layout>();
   const auto eval = tessel::jit(evaluate<C>{});
   using step_plan = typename decltype(step)::template traced_for<Model, state_t, tensor<float, shape<B, pixels>>,
                                                                  tensor<std::int32_t, shape<B>>, tensor<float, shape<>>>;
-  run_log log(o, B, steps, step_plan::plan.arena_bytes * (std::is_same_v<Placement, tessel::in_process> ? D : 1));
+  // The devices of this process: all of them, or D / 2 under mpirun -np 2.
+  run_log log(o, B, steps, step_plan::plan.arena_bytes * (std::is_same_v<Placement, tessel::in_process> ? D : D / 2));
   // optax.cosine_decay_schedule over the whole run, evaluated at the optimizer's count before each update.
   const tessel::optim::cosine_decay_schedule schedule{.init_value = o.learning_rate,
                                                       .decay_steps = static_cast<std::int32_t>(log.total_steps())};

@@ -20,14 +20,17 @@ int run_batch(const options& o, const dataset& d) {
 #if TESSEL_FM_PROCESSES
       // mpirun -np 2 --devices 2: one device in each process (the MLP only: each mesh is one more step
       // compiled into every unit).
-      if constexpr (!TESSEL_FM_CNN && !TESSEL_FM_BF16)  // --fully-sharded: the MLP in f32 on 2 devices
-        if (o.processes == 2 && o.fully_sharded) return run<Model, 128, C, 2, tessel::over_processes, true>(o, d);
+      if constexpr (!TESSEL_FM_CNN && !TESSEL_FM_BF16) {  // --fully-sharded, --tensor-parallel: the MLP in f32
+        if (o.processes == 2 && o.fully_sharded) return run<Model, 128, C, 2, tessel::over_processes, layout::fully_sharded>(o, d);
+        if (o.processes == 2 && o.tensor_parallel) return run<Model, 128, C, 4, tessel::over_processes, layout::tensor_parallel>(o, d);
+      }
       if constexpr (!TESSEL_FM_CNN)
         if (o.processes == 2) return run<Model, 128, C, 2, tessel::over_processes>(o, d);
 #endif
       if constexpr (!TESSEL_FM_CNN && !TESSEL_FM_BF16) {
-        if (o.fully_sharded && o.devices == 2) return run<Model, 128, C, 2, tessel::in_process, true>(o, d);
-        if (o.fully_sharded && o.devices == 4) return run<Model, 128, C, 4, tessel::in_process, true>(o, d);
+        if (o.fully_sharded && o.devices == 2) return run<Model, 128, C, 2, tessel::in_process, layout::fully_sharded>(o, d);
+        if (o.fully_sharded && o.devices == 4) return run<Model, 128, C, 4, tessel::in_process, layout::fully_sharded>(o, d);
+        if (o.tensor_parallel) return run<Model, 128, C, 4, tessel::in_process, layout::tensor_parallel>(o, d);
       }
       if (o.devices == 2) return run<Model, 128, C, 2>(o, d);
       if (o.devices == 4) return run<Model, 128, C, 4>(o, d);
