@@ -25,6 +25,9 @@
 // a result is read or written in place, others are copied. Collectives add in a fixed order, so a call
 // repeated gives bit-identical results.
 //
+// grad, value_and_grad and vmap of a shard_map are shard_maps (of f's gradient, or of f vmapped, with the
+// batch axes unsplit): see their overloads below.
+//
 // Over a mesh whose leading axes span processes (mpirun, distributed.hpp) every process calls it with the
 // same arguments and runs its own devices; each gets the whole result (blocks held by other processes
 // are sent to it), bit-identical to a run of the same mesh in one process.
@@ -46,8 +49,10 @@
 #include "tessel/prim/reshape.hpp"
 #include "tessel/prim/family/layout.hpp"
 #include "tessel/run/mesh.hpp"
+#include "tessel/transform/grad.hpp"
 #include "tessel/transform/partition.hpp"
 #include "tessel/transform/shard_map.hpp"
+#include "tessel/transform/vmap.hpp"
 
 namespace tessel {
 namespace shard_detail {
@@ -495,6 +500,100 @@ template <class M, class... In, class... Out, class F>
 constexpr sharded_jit<M, specs<In...>, specs<Out...>, F> jit(F, specs<In...>, specs<Out...>) {
   static_assert(is_mesh_v<M>, "tessel::jit (with shardings): the template argument is the mesh type, tessel::mesh<tessel::axis<\"name\", size>, ...>");
   return {};
+}
+
+namespace shard_detail {
+// grad of a shard_map (JAX's transpose of shard_map): the shard_map of f's gradient on each device. The
+// body's autodiff already gives each device its share: a split argument's cotangent is its block's, and a
+// replicated argument's is summed over the devices along which its cotangent varies (the transpose of the
+// implicit pvary), so the gradients come out as the arguments went in.
+template <bool Value, bool Aux, class F, int... Argnums>
+struct differentiated {
+  template <class... A>
+  constexpr auto operator()(A... blocks) const {
+    if constexpr (Value && Aux) return value_and_grad<Argnums...>(F{}, has_aux)(blocks...);
+    else if constexpr (Value) return value_and_grad<Argnums...>(F{})(blocks...);
+    else return grad<Argnums...>(F{})(blocks...);
+  }
+};
+// The gradients' out_specs: each differentiated argument's in_spec (a tuple of them for several).
+template <class InSpecs, int... Argnums>
+struct gradient_specs {
+  using type = std::conditional_t<sizeof...(Argnums) == 0, spec_at_t<0, InSpecs>,
+                                  specs<spec_at_t<static_cast<std::size_t>(Argnums < 0 ? 0 : Argnums), InSpecs>...>>;
+};
+template <class InSpecs, int... Argnums>
+using gradient_specs_t = typename gradient_specs<typename spec_list<InSpecs>::type, Argnums...>::type;
+// The value's out_spec: the one given, or the spec tree of f's returned tuple.
+template <class Out>
+using value_spec_t = std::conditional_t<spec_count<typename spec_list<Out>::type>::value == 1, spec_at_t<0, typename spec_list<Out>::type>,
+                                        typename spec_list<Out>::type>;
+}  // namespace shard_detail
+
+// grad<Argnums...>(shard_map<M, In, Out>(f)): f returns a scalar (Out is P<>: the same value on every
+// device, a psum or pmean inside f); the result is a shard_map whose gradients are laid out as the
+// differentiated arguments are (a split argument's gradient split alike). value_and_grad likewise, the value
+// under Out.
+template <int... Argnums, class M, class In, class Out, class F>
+constexpr auto grad(sharded<M, In, Out, F>) {
+  return sharded<M, In, shard_detail::gradient_specs_t<In, Argnums...>, shard_detail::differentiated<false, false, F, Argnums...>>{};
+}
+template <int... Argnums, class M, class In, class Out, class F>
+constexpr auto value_and_grad(sharded<M, In, Out, F>) {
+  return sharded<M, In, specs<shard_detail::value_spec_t<Out>, shard_detail::gradient_specs_t<In, Argnums...>>, shard_detail::differentiated<true, false, F, Argnums...>>{};
+}
+template <int... Argnums, class M, class In, class Out, class F>
+constexpr auto value_and_grad(sharded<M, In, Out, F>, has_aux_t) {
+  return sharded<M, In, specs<shard_detail::value_spec_t<Out>, shard_detail::gradient_specs_t<In, Argnums...>>, shard_detail::differentiated<true, true, F, Argnums...>>{};
+}
+
+namespace shard_detail {
+// vmap of a shard_map (JAX's batching rule for it): the batch axis is whole on every device, so each spec
+// takes `none` at the batch axis (the entries after it move one dimension on; a spec shorter than the axis
+// is padded with none), and each device runs f vmapped over its blocks.
+template <class Spec, long Axis>
+struct batched_spec {
+  static_assert(Axis == none || Axis >= 0, "tessel::vmap of a shard_map: a batch axis is counted from the front (0, 1, ...) or is tessel::none");
+  static constexpr auto entries = [] {
+    constexpr std::size_t rank = Spec::rank, at = static_cast<std::size_t>(Axis < 0 ? 0 : Axis);
+    std::array<spec_entry, (rank < at ? at : rank) + 1> out{};
+    for (std::size_t i = 0, j = 0; i < out.size(); ++i) out[i] = i == at || j >= rank ? spec_entry{} : Spec::entries[j++];
+    return out;
+  }();
+  using type = std::conditional_t<Axis == none, Spec, decltype([]<std::size_t... I>(std::index_sequence<I...>) {
+    return P<entries[I]...>{};
+  }(std::make_index_sequence<entries.size()>{}))>;
+};
+template <class... S, long Axis>
+struct batched_spec<specs<S...>, Axis> {  // a spec tree: every leaf's batch axis is at Axis
+  using type = specs<typename batched_spec<S, Axis>::type...>;
+};
+template <class Specs, class Axes>
+struct batched_specs;
+template <class... S, class Axes>
+struct batched_specs<specs<S...>, Axes> {
+  using type = decltype([]<std::size_t... K>(std::index_sequence<K...>) {
+    return specs<typename batched_spec<S, vmap_detail::entry<Axes, K>()>::type...>{};
+  }(std::index_sequence_for<S...>{}));
+};
+template <class Specs, class Axes>
+using batched_specs_t = typename batched_specs<typename spec_list<Specs>::type, Axes>::type;
+}  // namespace shard_detail
+
+// vmap(shard_map<M, In, Out>(f)[, in_axes<...>[, out_axes<...>]]): a shard_map of vmap(f), its specs with
+// the batch axes unsplit.
+template <class M, class In, class Out, class F, long... I, long... O>
+constexpr auto vmap(sharded<M, In, Out, F>, in_axes_t<I...>, out_axes_t<O...>) {
+  return sharded<M, shard_detail::batched_specs_t<In, in_axes_t<I...>>, shard_detail::batched_specs_t<Out, out_axes_t<O...>>,
+                 vmap_fn<F, in_axes_t<I...>, out_axes_t<O...>>>{};
+}
+template <class M, class In, class Out, class F, long... I>
+constexpr auto vmap(sharded<M, In, Out, F> f, in_axes_t<I...> in) {
+  return vmap(f, in, out_axes<0>);
+}
+template <class M, class In, class Out, class F>
+constexpr auto vmap(sharded<M, In, Out, F> f) {
+  return vmap(f, in_axes<0>, out_axes<0>);
 }
 
 namespace shard_detail {

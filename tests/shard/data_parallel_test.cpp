@@ -70,6 +70,68 @@ void check_devices() {
 }
 
 TEST(DataParallel, OneDeviceEqualsJit) { check_devices<1>(); }
+
+constexpr auto global_loss = [](auto q, auto a, auto b) { return pmean<"data">(local_loss(q, a, b)); };
+
+// grad and value_and_grad of a shard_map (outside it): the parameters' gradient comes out replicated and
+// equal to one device's on the global batch, the inputs' gradient split as the inputs are; bit-identical to
+// writing grad inside the shard_map.
+TEST(DataParallel, GradOutsideShardMapEqualsGradInside) {
+  using M = mesh<axis<"data", 4>>;
+  const Params p{random_tensor<W1>(11, 0.3f), random_tensor<B1>(12, 0.1f), random_tensor<W2>(13, 0.3f)};
+  const Xs x = random_tensor<Xs>(14);
+  Ys y{};
+  for (std::size_t i = 0; i < 32; ++i) y.data()[i * 4 + (i * 3) % 4] = 1;
+  const auto sharded_loss = shard_map<M, specs<P<>, P<"data">, P<"data">>, P<>>(global_loss);
+
+  const auto [dp, dx] = grad<0, 1>(sharded_loss)(p, x, y);
+  const auto [want_dp, want_dx] = jit(grad<0, 1>(local_loss))(p, x, y);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(dx)>, Xs>, "the split input's gradient is put together");
+  tessel::testing::expect_close_at_scale(std::get<0>(dp), std::get<0>(want_dp), "dW1", 1e-6);
+  tessel::testing::expect_close_at_scale(std::get<1>(dp), std::get<1>(want_dp), "db1", 1e-6);
+  tessel::testing::expect_close_at_scale(std::get<2>(dp), std::get<2>(want_dp), "dW2", 1e-6);
+  tessel::testing::expect_close_at_scale(dx, want_dx, "dx", 1e-6);
+
+  const auto [loss, g] = value_and_grad(sharded_loss)(p, x, y);
+  const auto inside = shard_map<M, specs<P<>, P<"data">, P<"data">>, specs<P<>, P<>>>(
+      [](auto q, auto a, auto b) { return value_and_grad(global_loss)(q, a, b); });
+  const auto [loss_inside, g_inside] = inside(p, x, y);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(loss[0]), std::bit_cast<std::uint32_t>(loss_inside[0]));
+  for (std::size_t i = 0; i < W1::size; ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(std::get<0>(g).data()[i]), std::bit_cast<std::uint32_t>(std::get<0>(g_inside).data()[i]));
+  // The loss's pmean and one psum per parameter leaf (its gradient, replicated); dx needs none (it is split).
+  const std::string text = dump(value_and_grad(sharded_loss), p, x, y);
+  std::size_t psums = 0;
+  for (std::size_t at = text.find("psum over {data}"); at != std::string::npos; at = text.find("psum over {data}", at + 1)) ++psums;
+  EXPECT_EQ(psums, 4u) << text;
+}
+// vmap of a shard_map: a stack of 3 weights over the replicated argument (in_axes 0, none), and a batch at
+// axis 1 of a split argument put out at axis 0: each is the shard_map called on every slice.
+TEST(DataParallel, VmapOutsideShardMapEqualsALoopOverSlices) {
+  using M = mesh<axis<"data", 4>>;
+  const auto total = shard_map<M, specs<P<>, P<"data">>, P<>>([](auto w, auto x) { return psum<"data">(reduce_sum<0, 1>(matmul(x, w))); });
+  const auto ws = random_tensor<tensor<float, shape<3, 8, 16>>>(21);
+  const Xs x = random_tensor<Xs>(22);
+  const auto stacked = vmap(total, in_axes<0, none>)(ws, x);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(stacked)>, tensor<float, shape<3>>>);
+  for (std::size_t b = 0; b < 3; ++b) {
+    W1 w;
+    for (std::size_t i = 0; i < W1::size; ++i) w.data()[i] = ws.data()[b * W1::size + i];
+    EXPECT_NEAR(stacked[b], total(w, x)[0], 1e-5f * std::abs(total(w, x)[0])) << "slice " << b;
+  }
+
+  const auto centred = shard_map<M, specs<P<"data">>, P<"data">>([](auto v) { return v - broadcast_to<typename decltype(v)::shape_type>(pmean<"data">(mean(v))); });
+  const auto columns = random_tensor<tensor<float, shape<32, 3>>>(23);
+  const auto mapped = vmap(centred, in_axes<1>, out_axes<0>)(columns);  // specs P<"data", none> in, P<none, "data"> out
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(mapped)>, tensor<float, shape<3, 32>>>);
+  for (std::size_t b = 0; b < 3; ++b) {
+    tensor<float, shape<32>> column;
+    for (std::size_t i = 0; i < 32; ++i) column[i] = columns.data()[i * 3 + b];
+    const auto want = centred(column);
+    for (std::size_t i = 0; i < 32; ++i) EXPECT_NEAR(mapped.data()[b * 32 + i], want[i], 1e-6f) << "slice " << b << " element " << i;
+  }
+}
+
 TEST(DataParallel, TwoDevicesEqualOneOnTheGlobalBatch) { check_devices<2>(); }
 TEST(DataParallel, FourDevicesEqualOneOnTheGlobalBatch) { check_devices<4>(); }
 TEST(DataParallel, EightDevicesEqualOneOnTheGlobalBatch) { check_devices<8>(); }
