@@ -5,7 +5,8 @@
 // Each trains its own copy of the parameters, stepped as examples/fashion_mnist's loop steps them.
 //   replicated  shard_map on mesh ("data", 2): the batch split, parameters and Adam state whole on each
 //               device, the loss pmean'ed so that the gradients arrive all-reduced (examples/fashion_mnist
-//               --devices 2). Each device runs the whole Adam update.
+//               --devices 2). The update runs in blocks: each device reduce-scatters the gradients and
+//               computes its half of each leaf's update, written in place (transform/update_sharding.hpp).
 //   sharded     jit with shardings on the same mesh, fully sharded (ZeRO-3, SHARDING.md §3.4): parameters,
 //               mu and nu split by rows, the count whole; the partitioner gathers each parameter before use
 //               and reduce-scatters each gradient, so each device updates half of every leaf.

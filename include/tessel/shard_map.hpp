@@ -52,6 +52,7 @@
 #include "tessel/transform/grad.hpp"
 #include "tessel/transform/partition.hpp"
 #include "tessel/transform/shard_map.hpp"
+#include "tessel/transform/update_sharding.hpp"
 #include "tessel/transform/vmap.hpp"
 
 namespace tessel {
@@ -122,14 +123,75 @@ constexpr std::size_t offset_of(const std::array<std::ptrdiff_t, ir::max_rank>& 
 // Does `device` hold the block a result takes here? Along every axis the spec does not name the result is
 // the same on every device: it is taken from coordinate 0, or, along an axis over processes, from this
 // process's own coordinate (`here`: one of this process's devices), so that every process has it.
-template <class M, class Spec>
-constexpr bool represents(std::size_t device, std::size_t here) {
+template <class M>
+constexpr bool represents_along(std::size_t device, std::size_t here, std::uint8_t named) {
   const auto c = M::coordinates(device), mine = M::coordinates(here);
-  const std::uint8_t named = sharding::axes_mask<M, Spec>();
   for (std::size_t a = 0; a < M::rank; ++a)
     if (!(named & (1u << a)) && c[a] != (a < M::process_axes ? mine[a] : 0)) return false;
   return true;
 }
+template <class M, class Spec>
+constexpr bool represents(std::size_t device, std::size_t here) {
+  return represents_along<M>(device, here, sharding::axes_mask<M, Spec>());
+}
+
+// Which of the blocks along `axes` (mesh order, the first major) `device` holds.
+template <class M>
+constexpr std::size_t block_along(std::size_t device, std::uint8_t axes) {
+  const auto c = M::coordinates(device);
+  std::size_t k = 0;
+  for (std::size_t a = 0; a < M::rank; ++a)
+    if (axes & (1u << a)) k = k * M::sizes[a] + c[a];
+  return k;
+}
+
+template <class M>
+constexpr update_sharding::setting setting_of() {
+  update_sharding::setting s;
+  for (std::size_t a = 0; a < M::rank; ++a) {
+    s.sizes[a] = M::sizes[a];
+    if (a >= M::process_axes) s.local_axes = static_cast<std::uint8_t>(s.local_axes | (1u << a));
+  }
+  return s;
+}
+
+// Each result leaf's named mesh axes (its out_spec's), in tree order.
+template <class M, class OutSpecs, class R>
+constexpr auto out_axes() {
+  return []<class... Sp>(std::type_identity<std::tuple<Sp...>>) {
+    return std::array<std::uint8_t, sizeof...(Sp)>{sharding::axes_mask<M, Sp>()...};
+  }(std::type_identity<out_leaf_specs_t<OutSpecs, R>>{});
+}
+template <class T, class M, class OutSpecs>
+consteval update_sharding::blocking<T::program.size> blocking_of() {
+  if constexpr (!T::ok) return {};
+  else return update_sharding::analyze(T::program, out_axes<M, OutSpecs, typename T::raw_result>(), setting_of<M>());
+}
+
+// The per-device program that runs: the traced body T, with its replicated updates computed in blocks
+// where they can be (transform/update_sharding.hpp). split[o]: the axes along which result leaf o is
+// computed in blocks along dimension 0, which the devices write in place (0: as its out_spec says).
+// `traced`: the body as written (its plan is what a device of a mesh holds, each replicated result whole).
+template <class T, class M, class OutSpecs, bool = blocking_of<T, M, OutSpecs>().any()>
+struct runs : T {
+  using traced = T;
+  static constexpr std::array<std::uint8_t, T::outputs + 1> split{};
+};
+template <class T, class M, class OutSpecs>
+struct runs<T, M, OutSpecs, true> : T {
+  using traced = T;
+  static constexpr auto blocks = blocking_of<T, M, OutSpecs>();
+  static constexpr std::size_t nodes = T::program.size + blocks.added;
+  static constexpr ir::program<nodes, T::outputs> program = update_sharding::rewrite<nodes, T::outputs>(T::program, blocks, setting_of<M>());
+  static constexpr plan::plan<nodes, T::outputs> plan = plan::make_plan(program);
+  static constexpr auto split = [] {
+    constexpr auto named = out_axes<M, OutSpecs, typename T::raw_result>();
+    std::array<std::uint8_t, T::outputs + 1> s{};
+    for (std::size_t o = 0; o < T::outputs; ++o)
+      s[o] = static_cast<std::uint8_t>(program.nodes[static_cast<std::size_t>(program.outputs[o])].varying & ~named[o]);
+    return s;
+  }();
+};
 
 // The devices of M this process runs: all of them, or its share when M's leading axes span processes.
 template <class M>
@@ -252,10 +314,11 @@ class sharded {
     return call(std::index_sequence_for<A...>{}, detail::normalize_scalar(args)...);
   }
 
-  // The per-device program and plan for these (global) argument types.
+  // The per-device program and plan that run for these (global) argument types.
   template <class... A>
-  using traced_for = decltype(planned_for<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>...>(
-      std::index_sequence_for<A...>{}));
+  using traced_for = shard_detail::runs<decltype(planned_for<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>...>(
+                                            std::index_sequence_for<A...>{})),
+                                        M, out_specs>;
 
  private:
   // A broken call has had its one message (each check raises it): nothing more is compiled for it.
@@ -280,7 +343,7 @@ class sharded {
 
   template <std::size_t... I, class... A>
   auto run(std::index_sequence<I...> seq, const A&... args) const {
-    using t = decltype(planned_for<A...>(seq));
+    using t = shard_detail::runs<decltype(planned_for<A...>(seq)), M, out_specs>;
     using result_type = typename shard_detail::global_results<M, out_specs, typename t::result>::type;
     constexpr std::size_t D = M::devices;
     constexpr std::size_t params = t::program.parameter_count;
@@ -293,9 +356,10 @@ class sharded {
     job.local_count = here.count;
     std::size_t leaf = 0;
     (place_argument<shard_detail::spec_at_t<I, in_specs>>(args, leaf, job), ...);
+    place_argument_blocks<t::program>(leaf, job);
 
     auto result = tree::build<result_type>([](auto l) { return typename decltype(l)::type(uninitialized); });
-    place_results(result, job);
+    place_results(result, t::split.data(), job);
     run::on_devices(M::sizes.data(), M::rank, M::process_axes, &decltype(job)::run_device, &job);
     for (const auto& c : job.copies) c.copy(c.block, c.global, c.device);
     for (const auto& e : job.exchanges) e.gather(e.global, job.first_local);
@@ -343,32 +407,64 @@ class sharded {
     }
   }
 
+  // The parameters a program with sharded updates adds (transform/update_sharding.hpp): each device's block,
+  // along dimension 0, of an argument leaf every device holds whole.
+  template <const auto& Program, class Job>
+  static void place_argument_blocks(std::size_t leaves, Job& job) {
+    for (const ir::node& n : Program.nodes) {
+      const int source = update_sharding::source_leaf(n);
+      if (n.prim != &prim::parameter_p || source < 0) continue;
+      const std::size_t bytes = n.shape.size() * ir::bytes_of(n.dtype), k = static_cast<std::size_t>(n.attr.ints[0]);
+      if (k < leaves) continue;
+      for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d)
+        job.parameters[d][k] = static_cast<const unsigned char*>(job.parameters[d][static_cast<std::size_t>(source)]) +
+                               shard_detail::block_along<M>(d, n.varying) * bytes;
+    }
+  }
+
   // Every device's pointer to each result leaf: the result itself (or its block, when contiguous) for the
-  // devices whose block the result takes, scratch for the others.
+  // devices whose block the result takes, scratch for the others. A leaf computed in blocks (split[leaf]: the
+  // axes) is written in place by the devices that represent it along the other axes.
   template <class Result, class Job>
-  static void place_results(Result& result, Job& job) {
+  static void place_results(Result& result, const std::uint8_t* split, Job& job) {
     std::size_t leaf = 0;
     if constexpr (shard_detail::spec_count<out_specs>::value == 1) {
-      place_leaves<shard_detail::spec_at_t<0, out_specs>>(result, leaf, job);
+      place_leaves<shard_detail::spec_at_t<0, out_specs>>(result, leaf, split, job);
     } else {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (place_leaves<shard_detail::spec_at_t<I, out_specs>>(std::get<I>(result), leaf, job), ...);
+        (place_leaves<shard_detail::spec_at_t<I, out_specs>>(std::get<I>(result), leaf, split, job), ...);
       }(std::make_index_sequence<std::tuple_size_v<Result>>{});
     }
   }
 
   template <class Spec, class X, class Job>
-  static void place_leaves(X& x, std::size_t& leaf, Job& job) {
+  static void place_leaves(X& x, std::size_t& leaf, const std::uint8_t* split, Job& job) {
     if constexpr (shard_detail::is_spec_tree_v<Spec>) {
       [&]<std::size_t... J>(std::index_sequence<J...>) {
-        (place_leaves<shard_detail::spec_at_t<J, Spec>>(std::get<J>(x), leaf, job), ...);
+        (place_leaves<shard_detail::spec_at_t<J, Spec>>(std::get<J>(x), leaf, split, job), ...);
       }(std::make_index_sequence<std::tuple_size_v<X>>{});
     } else if constexpr (!is_tensor_v<X>) {
-      tree::for_each(x, [&](auto& part) { place_leaves<Spec>(part, leaf, job); });
+      tree::for_each(x, [&](auto& part) { place_leaves<Spec>(part, leaf, split, job); });
     } else {
       using T = typename X::value_type;
       using S = typename X::shape_type;
       using L = sharding::local_shape_t<M, Spec, S>;
+      if (const std::uint8_t axes = split[leaf]; axes != 0) {  // whole (L is S), each device its block
+        std::size_t blocks = 1;
+        for (std::size_t a = 0; a < M::rank; ++a)
+          if (axes & (1u << a)) blocks *= M::sizes[a];
+        const std::size_t block = S::size / blocks;
+        for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) {
+          if (shard_detail::represents_along<M>(d, job.first_local, axes)) {
+            job.outputs[d][leaf] = x.data() + shard_detail::block_along<M>(d, axes) * block;
+          } else {
+            job.scratch.emplace_back(block * sizeof(T));
+            job.outputs[d][leaf] = job.scratch.back().data.get();
+          }
+        }
+        ++leaf;
+        return;
+      }
       for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) {
         const bool mine = shard_detail::represents<M, Spec>(d, job.first_local);
         if (mine && shard_detail::contiguous_block<S, L>()) {

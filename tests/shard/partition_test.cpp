@@ -460,7 +460,9 @@ TEST(Partition, FullyShardedAdamHoldsUnderSixTenthsOfDataParallelPerDevice) {
   using X = tensor<float, shape<128, 784>>;
   using Y = tensor<std::int32_t, shape<128>>;
   using sharded_plan = decltype(sharded)::traced_for<fashion_mlp<>, S, X, Y>;
-  using replicated_plan = decltype(replicated)::traced_for<fashion_mlp<>, S, X, Y>;
+  // Data parallel as written, each result whole on every device (as a device of a mesh holds it; this host
+  // runs its update in blocks written in place, transform/update_sharding.hpp).
+  using replicated_plan = decltype(replicated)::traced_for<fashion_mlp<>, S, X, Y>::traced;
   constexpr auto bytes = [](const auto& plan) { return plan.arena_bytes + plan.parameter_bytes + plan.output_bytes; };
   const double ratio = static_cast<double>(bytes(sharded_plan::plan)) / static_cast<double>(bytes(replicated_plan::plan));
   EXPECT_LE(ratio, 0.6) << "fully sharded " << bytes(sharded_plan::plan) << " bytes per device, data parallel " << bytes(replicated_plan::plan);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <sstream>
+#include <string_view>
 
 #include "tessel/core/print.hpp"
 #include "tessel/core/tensor.hpp"
@@ -27,6 +29,17 @@ template <class T, class S>
     }
   }
   return ::testing::AssertionFailure();
+}
+
+// The kernels of a plan (Traced::plan: jit's or a shard_map's traced_for) whose root is the named primitive
+// (a collective is a kernel of its own).
+template <class Traced>
+std::size_t count_kernels(std::string_view name) {
+  constexpr const auto& plan = Traced::plan;
+  std::size_t n = 0;
+  for (int k = 0; k < plan.kernel_count; ++k)
+    if (plan.node(plan.kernels[static_cast<std::size_t>(k)].root).prim->name == name) ++n;
+  return n;
 }
 
 }  // namespace tessel::testing
