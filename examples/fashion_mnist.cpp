@@ -302,11 +302,13 @@ std::string float_text(float v) {
   return std::string(buf, end);
 }
 
-// A flag that shapes a run's state and the checkpoint metadata entry that records it.
+// A flag that shapes a run's state, the checkpoint metadata entry that records it, and, for a flag added
+// after checkpoints were first written, the value a checkpoint that does not record it was run with.
 struct identity_field {
   const char* flag;
   const char* key;
   std::string value;
+  const char* unrecorded = nullptr;
 };
 
 std::vector<identity_field> identity(const options& o) {
@@ -318,7 +320,7 @@ std::vector<identity_field> identity(const options& o) {
           {"--steps", "steps_per_epoch", std::to_string(steps_per_epoch(o))},
           {"--learning-rate", "learning_rate", float_text(o.learning_rate)},
           {"--devices", "devices", std::to_string(o.devices)},
-          {"--tensor-parallel", "tensor_parallel", o.tensor_parallel ? "true" : "false"}};
+          {"--tensor-parallel", "tensor_parallel", o.tensor_parallel ? "true" : "false", "false"}};
 }
 
 // 16 random hex digits.
@@ -464,7 +466,7 @@ std::optional<int> prepare_directory(options& o, bool writer) {
   std::string differences, fix;
   for (const identity_field& field : identity(o)) {
     std::string have = entry(newest->metadata, field.key);
-    if (have == "?" && field.value == "false") have = "false";  // a switch older runs do not record was off
+    if (have == "?" && field.unrecorded != nullptr) have = field.unrecorded;
     if (have == field.value) continue;
     differences += "\n  " + std::string(field.flag) + ": the run has " + have + ", these flags give " + field.value;
     if (have == "true") fix += " " + std::string(field.flag);

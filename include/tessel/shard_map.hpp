@@ -521,7 +521,9 @@ class sharded_jit {
   using in_specs = typename shard_detail::spec_list<InSpecs>::type;
   using out_specs = typename shard_detail::spec_list<OutSpecs>::type;
 
-  // A scalar argument is a tensor of shape [] (f receives a traced scalar, as from a plain jit).
+ public:
+  // A scalar argument is a tensor of shape [] (f receives a traced scalar, as from a plain jit). Public, as
+  // flat_call below, because traced_for names them (clang checks access where an alias is used).
   template <class A>
   static decltype(auto) as_tree(const A& a) {
     if constexpr (DType<A>) return tensor<A, shape<>>{a};
@@ -530,6 +532,7 @@ class sharded_jit {
   template <class A>
   using tree_t = std::remove_cvref_t<decltype(as_tree(std::declval<const A&>()))>;
 
+ private:
   template <class... P>
   static specs<P...> as_specs(std::tuple<P...>);
   template <class... A, std::size_t... I>
@@ -539,7 +542,7 @@ class sharded_jit {
  public:
   // For trees A: f's result at the global shapes, and the shard_map that runs it, one argument per leaf.
   template <class... A>
-  struct over_leaves {
+  struct flat_call {
     using result = decltype(F{}(std::declval<tree::rebind_t<A, tracer>>()...));
     using leaves = typename tree::joined<tree::leaf_types_t<A>...>::type;
     using in = decltype(leaf_in_specs<A...>(std::index_sequence_for<A...>{}));
@@ -555,20 +558,23 @@ class sharded_jit {
     return call(as_tree(detail::normalize_scalar(args))...);
   }
 
-  // The per-device program and plan for these (global) argument types.
+  // What f sees for an argument of type A: its tree, a scalar as an f32[] (or s32[], ...) tensor.
+  template <class A>
+  using arg_t = tree_t<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>>;
+
+  // The per-device program and plan that run for these (global) argument types.
   template <class... A>
-  using traced_for = decltype(over_leaves<tree_t<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>>...>::traced(
-      std::declval<typename over_leaves<tree_t<std::remove_cvref_t<decltype(detail::normalize_scalar(std::declval<const A&>()))>>...>::leaves>()));
+  using traced_for = decltype(flat_call<arg_t<A>...>::traced(std::declval<typename flat_call<arg_t<A>...>::leaves>()));
 
  private:
   template <class... A>
   auto call(const A&... args) const {
     if constexpr (!shard_detail::check_arguments<partition_detail::jit_names, M, in_specs, A...>()) {
       return shard_detail::not_run{};
-    } else if constexpr (!partition_detail::check_out_shardings<M, out_specs, typename over_leaves<A...>::result>()) {
+    } else if constexpr (!partition_detail::check_out_shardings<M, out_specs, typename flat_call<A...>::result>()) {
       return shard_detail::not_run{};
     } else {
-      using flat = over_leaves<A...>;
+      using flat = flat_call<A...>;
       using leaves = typename flat::leaves;
       constexpr std::size_t n = std::tuple_size_v<leaves>;
       std::array<const void*, n + 1> in{};
