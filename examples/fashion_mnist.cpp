@@ -22,10 +22,12 @@
 
 #include <charconv>
 #include <cinttypes>
+#include <cstdio>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 namespace fashion_mnist {
@@ -727,6 +729,31 @@ void run_log::write_curve() const {
        true}};
   const std::string title = "Fashion-MNIST " + o_.model + " " + o_.precision + ", batch " + std::to_string(batch_);
   write_text(o_.curve + ".svg", plot::curve_svg(curve_, title, panels));
+}
+
+// The part of the train steps that runs these options (each part is its own translation unit; the
+// sanitizer build has the single-device parts only, TESSEL_FM_DATA_PARALLEL 0).
+template <class Model, class C>
+int run_steps(const options& o, const dataset& d) {
+  if (o.batch_size == 32 || o.batch_size == 64) return run_part<Model, C, step_part::small_batches>(o, d);
+  if (o.batch_size == 256) return run_part<Model, C, step_part::large_batches>(o, d);
+#if TESSEL_FM_DATA_PARALLEL
+  if constexpr (std::is_same_v<Model, mlp<>> && std::is_same_v<C, float>) {
+    if (o.fully_sharded) return run_part<Model, C, step_part::fully_sharded>(o, d);
+    if (o.tensor_parallel) return run_part<Model, C, step_part::tensor_parallel>(o, d);
+  }
+  if (o.devices > 1 || o.processes > 1) return run_part<Model, C, step_part::data_parallel>(o, d);
+#endif
+  return run_part<Model, C, step_part::large_batches>(o, d);
+}
+
+template <class Model, class C>
+int run_batch(const options& o, const dataset& d) {
+  const int status = run_steps<Model, C>(o, d);
+  if (status != not_in_part) return status;
+  std::fprintf(stderr, "fashion_mnist: no train step of this build runs these options (batch %d on %d devices)\n", o.batch_size,
+               o.devices);
+  return 2;
 }
 
 }  // namespace fashion_mnist
