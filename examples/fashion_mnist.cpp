@@ -738,11 +738,21 @@ int run_steps(const options& o, const dataset& d) {
   if (o.batch_size == 32 || o.batch_size == 64) return run_part<Model, C, step_part::small_batches>(o, d);
   if (o.batch_size == 256) return run_part<Model, C, step_part::large_batches>(o, d);
 #if TESSEL_FM_DATA_PARALLEL
-  if constexpr (std::is_same_v<Model, mlp<>> && std::is_same_v<C, float>) {
+  constexpr bool mlp_f32 = std::is_same_v<Model, mlp<>> && std::is_same_v<C, float>;
+#if TESSEL_FM_PROCESSES
+  if constexpr (std::is_same_v<Model, mlp<>>) {
+    if (o.processes == 2) {
+      if constexpr (mlp_f32)
+        if (o.tensor_parallel) return run_part<Model, C, step_part::tensor_parallel_over_processes>(o, d);
+      return run_part<Model, C, step_part::over_processes>(o, d);
+    }
+  }
+#endif
+  if constexpr (mlp_f32) {
     if (o.fully_sharded) return run_part<Model, C, step_part::fully_sharded>(o, d);
     if (o.tensor_parallel) return run_part<Model, C, step_part::tensor_parallel>(o, d);
   }
-  if (o.devices > 1 || o.processes > 1) return run_part<Model, C, step_part::data_parallel>(o, d);
+  if (o.devices > 1) return run_part<Model, C, step_part::data_parallel>(o, d);
 #endif
   return run_part<Model, C, step_part::large_batches>(o, d);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The Fashion-MNIST example's shared parts: the models, the jitted train and evaluation steps and the
 // training loop (run), which fashion_mnist_steps.cpp instantiates for one model, precision and part of the
-// steps per translation unit (step_part below; fourteen units, so that each stays within the compile-time
+// steps per translation unit (step_part below; seventeen units, so that each stays within the compile-time
 // budget of TARGETS.md), and the run-time bookkeeping (run_log), compiled once in fashion_mnist.cpp.
 #include <tessel/io/checkpoint.hpp>
 #include <tessel/nn.hpp>
@@ -417,11 +417,13 @@ int run(const options& o, const dataset& d) {
 // once per model, precision and part: examples/CMakeLists.txt), so that each stays within the compile
 // budget. run_part runs the steps of its part that the options ask for, or returns not_in_part.
 enum class step_part {
-  small_batches,   // one device, batch 32 and 64
-  large_batches,   // one device, batch 128 and 256
-  data_parallel,   // batch 128 replicated on 2 and 4 devices, and on 2 processes (the MLP)
-  fully_sharded,   // the MLP in f32: batch 128 fully sharded on 2 and 4 devices, and on 2 processes
-  tensor_parallel  // the MLP in f32: batch 128 on a 2 x 2 (data x model) mesh, in one process or two
+  small_batches,         // one device, batch 32 and 64
+  large_batches,         // one device, batch 128 and 256
+  data_parallel,         // batch 128 replicated on 2 and 4 devices
+  fully_sharded,         // the MLP in f32: batch 128 fully sharded on 2 and 4 devices
+  tensor_parallel,       // the MLP in f32: batch 128 on a 2 x 2 (data x model) mesh
+  over_processes,        // the MLP: batch 128 on 2 processes, one device each, replicated (and, in f32, fully sharded)
+  tensor_parallel_over_processes  // the MLP in f32: the 2 x 2 mesh with "data" over 2 processes
 };
 inline constexpr int not_in_part = -1;
 template <class Model, class C, step_part Part>

@@ -1,13 +1,14 @@
 // The training loop of the Fashion-MNIST example for one model, precision and part of the train steps,
 // chosen by the build (TESSEL_FM_CNN, TESSEL_FM_BF16, TESSEL_FM_PART: examples/CMakeLists.txt compiles this
 // file once for each), each part with its evaluation steps. The parts are fashion_mnist.hpp's step_part;
-// the data-parallel ones are left out of the sanitizer build (TESSEL_FM_DATA_PARALLEL 0).
+// the multi-device ones are left out of the sanitizer build (TESSEL_FM_DATA_PARALLEL 0), and those over
+// processes out of a build without OpenMPI (TESSEL_FM_PROCESSES 0).
 #include "fashion_mnist.hpp"
 
 #include <type_traits>
 
 #ifndef TESSEL_FM_PART
-#error "fashion_mnist_steps.cpp: define TESSEL_FM_PART (0-4, fashion_mnist.hpp's step_part), as examples/CMakeLists.txt does"
+#error "fashion_mnist_steps.cpp: define TESSEL_FM_PART (0-6, fashion_mnist.hpp's step_part), as examples/CMakeLists.txt does"
 #endif
 
 namespace fashion_mnist {
@@ -27,24 +28,19 @@ int run_part<model_t, compute_t, part>(const options& o, const dataset& d) {
     if (o.batch_size == 256) return run<Model, 256, C>(o, d);
     if (o.batch_size == 128) return run<Model, 128, C>(o, d);
   } else if constexpr (part == step_part::data_parallel) {
-#if TESSEL_FM_PROCESSES
-    // mpirun -np 2 --devices 2: one device in each process (the MLP only).
-    if constexpr (!TESSEL_FM_CNN)
-      if (o.processes == 2) return run<Model, 128, C, 2, tessel::over_processes>(o, d);
-#endif
     if (o.devices == 2) return run<Model, 128, C, 2>(o, d);
     if (o.devices == 4) return run<Model, 128, C, 4>(o, d);
   } else if constexpr (part == step_part::fully_sharded) {
-#if TESSEL_FM_PROCESSES
-    if (o.processes == 2) return run<Model, 128, C, 2, tessel::over_processes, layout::fully_sharded>(o, d);
-#endif
     if (o.devices == 2) return run<Model, 128, C, 2, tessel::in_process, layout::fully_sharded>(o, d);
     if (o.devices == 4) return run<Model, 128, C, 4, tessel::in_process, layout::fully_sharded>(o, d);
-  } else {
-#if TESSEL_FM_PROCESSES
-    if (o.processes == 2) return run<Model, 128, C, 4, tessel::over_processes, layout::tensor_parallel>(o, d);
-#endif
+  } else if constexpr (part == step_part::tensor_parallel) {
     return run<Model, 128, C, 4, tessel::in_process, layout::tensor_parallel>(o, d);
+  } else if constexpr (part == step_part::over_processes) {
+    if constexpr (!TESSEL_FM_BF16)
+      if (o.fully_sharded) return run<Model, 128, C, 2, tessel::over_processes, layout::fully_sharded>(o, d);
+    return run<Model, 128, C, 2, tessel::over_processes>(o, d);
+  } else {
+    return run<Model, 128, C, 4, tessel::over_processes, layout::tensor_parallel>(o, d);
   }
   return not_in_part;
 }
