@@ -1,7 +1,7 @@
-// The tessel library: the kernels, the executor, and the elementwise, convolution and pooling tile
-// functions, compiled once for every program that links it. TESSEL_IMPLEMENTATION turns on the definitions
-// that the headers only declare elsewhere (prim/family/elementwise.hpp with the instantiations at the end of
-// prim/all.hpp, prim/conv_general.hpp, prim/reduce_window.hpp), so it comes before any include.
+// The tessel library: what every program that links it shares, compiled once: the kernels, the
+// executor, the elementwise, convolution and pooling tile functions, and the host code of data/, io/ and
+// profile/. It is the translation unit that a header-only program writes itself (tessel/tessel.hpp):
+// TESSEL_IMPLEMENTATION turns on the definitions that the headers only declare elsewhere, so it comes
+// before any include.
 #define TESSEL_IMPLEMENTATION
-#include "tessel/kernels/implementation.hpp"
-#include "tessel/run/implementation.hpp"
+#include "tessel/tessel.hpp"

@@ -38,7 +38,9 @@
 
 // A program that uses tessel without its CMake package (only the include folder) defines
 // TESSEL_IMPLEMENTATION before including this header in exactly one of its translation units: the
-// kernels and the executor are then compiled there (link with -lhwy -lz -pthread).
+// kernels, the executor, and the host code that the headers above only declare (the readers and writers
+// of data/ and io/, the profiler: each header's -inl.hpp) are then compiled there (link with -lhwy -lz
+// -pthread). The tessel library is that translation unit (src/tessel.cpp).
 #ifdef TESSEL_IMPLEMENTATION
 #include "tessel/kernels/implementation.hpp"
 #include "tessel/run/implementation.hpp"

@@ -22,21 +22,15 @@
 //   named "tessel prefetch", and each wait of next() as a "data.wait" scope and as input wait.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <exception>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <string>
-#include <thread>
 #include <utility>
 
 #include "tessel/data/dataset.hpp"
-#include "tessel/profile/profiler.hpp"
 
 namespace tessel::data {
 
@@ -48,53 +42,58 @@ struct prefetch_stats {
   std::uint64_t consumed = 0;                // results taken by next()
 };
 
+namespace detail {
+// A prefetch_stream's producer thread and the synchronisation of its queue, for results of any type:
+// each result is a shared_ptr<void> that the typed stream's `produce` made, so this is compiled once
+// (prefetch-inl.hpp), not once per stream type.
+class prefetch_worker {
+ public:
+  using result = std::shared_ptr<void>;
+
+  // `produce` makes the next result (it runs on the producer thread; it may throw).
+  prefetch_worker(std::size_t depth, std::function<result()> produce);
+  prefetch_worker(prefetch_worker&&) noexcept;
+  prefetch_worker& operator=(prefetch_worker&&) noexcept;  // stops this one's thread first
+  ~prefetch_worker();                                      // stops the thread
+
+  // The oldest ready result, waiting for one (the first call starts the thread); once the results made
+  // before an exception of `produce` are taken, that exception, on this and every later call.
+  result take();
+  // Stops the thread (see the contract of prefetch above) and drops the ready results and the exception.
+  void reset() noexcept;
+  prefetch_stats stats() const;
+
+ private:
+  struct shared;
+  std::unique_ptr<shared> state_;  // on the heap: the producer thread refers to it
+};
+}  // namespace detail
+
 template <Stream Up>
 class prefetch_stream {
  public:
   using value_type = typename Up::value_type;
 
   // Throws std::invalid_argument if depth == 0.
-  prefetch_stream(Up up, std::size_t depth) : state_(std::make_unique<shared>(std::move(up), depth)) {
-    if (depth == 0) throw std::invalid_argument("tessel::data::prefetch: the depth must be at least 1");
-    position_ = state_->up.position();
+  prefetch_stream(Up up, std::size_t depth)
+      : up_(std::make_unique<Up>(std::move(up))), worker_(checked(depth), [u = up_.get()] { return produce(*u); }) {
+    position_ = up_->position();
   }
   prefetch_stream(prefetch_stream&&) noexcept = default;
   prefetch_stream& operator=(prefetch_stream&& other) noexcept {
     if (this != &other) {
-      stop();
-      state_ = std::move(other.state_);
+      worker_ = std::move(other.worker_);  // first: stops this stream's thread before its upstream goes
+      up_ = std::move(other.up_);
       position_ = std::move(other.position_);
     }
     return *this;
   }
-  ~prefetch_stream() { stop(); }
 
   // The next result of the upstream, in order; see the contract above for exceptions.
   std::optional<value_type> next() {
-    shared& s = *state_;
-    if (!s.worker.joinable()) start();
-    std::unique_lock lock(s.mutex);
-    if (s.queue.empty() && !s.error) {
-      const auto t0 = profile::clock::now();
-      {
-        profile::scope waiting("data.wait", "data");
-        s.ready.wait(lock, [&] { return !s.queue.empty() || s.error; });
-      }
-      const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(profile::clock::now() - t0);
-      s.stats.consumer_wait += waited;
-      s.stats.last_wait = waited;
-      profile::add_input_wait(waited);
-    } else {
-      s.stats.last_wait = {};
-    }
-    if (s.queue.empty()) std::rethrow_exception(s.error);
-    entry e = std::move(s.queue.front());
-    s.queue.pop_front();
-    ++s.stats.consumed;
-    lock.unlock();
-    s.space.notify_one();
-    position_ = std::move(e.after);
-    return std::move(e.value);
+    const std::shared_ptr<entry> e = std::static_pointer_cast<entry>(worker_.take());
+    position_ = std::move(e->after);
+    return std::move(e->value);
   }
 
   // The position after the last result next() returned (not the producer's, which is ahead).
@@ -102,18 +101,12 @@ class prefetch_stream {
 
   // Stops the thread, drops the ready results and any captured exception, and restores the upstream.
   void restore(const stream_position& p) {
-    stop();
-    state_->queue.clear();
-    state_->error = nullptr;
-    state_->stopping = false;
-    state_->up.restore(p);
-    position_ = state_->up.position();
+    worker_.reset();
+    up_->restore(p);
+    position_ = up_->position();
   }
 
-  prefetch_stats stats() const {
-    std::lock_guard lock(state_->mutex);
-    return state_->stats;
-  }
+  prefetch_stats stats() const { return worker_.stats(); }
 
  private:
   struct entry {
@@ -121,71 +114,21 @@ class prefetch_stream {
     stream_position after;  // the upstream's position after producing it
   };
 
-  // On the heap: the producer refers to it, and the stream object itself may move.
-  struct shared {
-    shared(Up u, std::size_t d) : up(std::move(u)), depth(d) {}
-    Up up;
-    std::size_t depth;
-    std::mutex mutex;
-    std::condition_variable ready;  // the consumer waits for a result or an error
-    std::condition_variable space;  // the producer waits for room or for stopping
-    std::deque<entry> queue;
-    std::exception_ptr error;
-    bool stopping = false;
-    prefetch_stats stats;
-    std::thread worker;
-  };
-
-  void start() {
-    shared* s = state_.get();
-    s->worker = std::thread([s] { produce(*s); });
+  static std::size_t checked(std::size_t depth) {
+    if (depth == 0) throw std::invalid_argument("tessel::data::prefetch: the depth must be at least 1");
+    return depth;
+  }
+  static std::shared_ptr<void> produce(Up& up) {
+    auto e = std::make_shared<entry>();
+    e->value = up.next();
+    e->after = up.position();
+    return e;
   }
 
-  void stop() noexcept {
-    if (!state_ || !state_->worker.joinable()) return;
-    {
-      std::lock_guard lock(state_->mutex);
-      state_->stopping = true;
-    }
-    state_->space.notify_all();
-    state_->worker.join();
-  }
-
-  static void produce(shared& s) noexcept {
-    profile::set_thread_name("tessel prefetch");
-    try {
-      while (true) {
-        {
-          std::unique_lock lock(s.mutex);
-          s.space.wait(lock, [&] { return s.stopping || s.queue.size() < s.depth; });
-          if (s.stopping) return;
-        }
-        const auto t0 = profile::clock::now();
-        entry e;
-        {
-          profile::scope producing("data.produce", "data");
-          e.value = s.up.next();
-          e.after = s.up.position();
-        }
-        const auto took = profile::clock::now() - t0;
-        {
-          std::lock_guard lock(s.mutex);
-          s.stats.producer_time += std::chrono::duration_cast<std::chrono::nanoseconds>(took);
-          ++s.stats.produced;
-          s.queue.push_back(std::move(e));
-        }
-        s.ready.notify_one();
-      }
-    } catch (...) {
-      {
-        std::lock_guard lock(s.mutex);
-        s.error = std::current_exception();
-      }
-      s.ready.notify_one();
-    }
-  }
-
-  std::unique_ptr<shared> state_;
+  // Declared first, destroyed last: the worker's thread, which uses the upstream, stops before it goes.
+  // On the heap, so that the stream object may move while the thread runs.
+  std::unique_ptr<Up> up_;
+  detail::prefetch_worker worker_;
   stream_position position_;
 };
 
@@ -204,3 +147,7 @@ struct prefetch_adaptor {
 inline prefetch_adaptor prefetch(std::size_t depth = 2) { return {depth}; }
 
 }  // namespace tessel::data
+
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/data/prefetch-inl.hpp"
+#endif

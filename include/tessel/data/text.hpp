@@ -21,22 +21,16 @@
 // validate_utf8, the default) invalid UTF-8 is a format_error (a std::runtime_error) naming the file,
 // the byte offset and the line.
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
-#include <functional>
-#include <map>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tessel/core/dtype.hpp"
 #include "tessel/io/atomic_file.hpp"
-#include "tessel/io/json.hpp"
 
 namespace tessel::data {
 
@@ -62,135 +56,32 @@ struct text_options {
   std::uint64_t max_file_bytes = 64ull << 20;   // a larger file is rejected before it is read
 };
 
-namespace detail {
-inline std::string hex_byte(unsigned char c) {
-  constexpr char digits[] = "0123456789ABCDEF";
-  return std::string("0x") + digits[c >> 4] + digits[c & 15];
-}
-
-// Appends the records of one file's bytes to `out`.
-inline void parse_fortunes(std::string_view bytes, std::uint32_t file_index, const std::string& prefix, const text_options& options,
-                           text_corpus& out) {
-  const auto fail = [&](std::size_t at, std::uint32_t line, const std::string& what) {
-    throw format_error(prefix + "byte " + std::to_string(at) + " (line " + std::to_string(line) + "): " + what);
-  };
-  if (bytes.empty()) throw format_error(prefix + "the file is empty (a fortune file holds at least one record)");
-  std::uint32_t line = 1;
-  for (std::size_t i = 0; i < bytes.size();) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    if (c == 0) fail(i, line, "a NUL byte (not a text file); fix: remove the file from the directory, or the byte from it");
-    if (c == '\n') ++line;
-    const std::size_t n = options.validate_utf8 ? io::json::utf8_sequence_length(bytes, i) : 1;
-    if (n == 0)
-      fail(i, line, "invalid UTF-8 (byte " + hex_byte(c) +
-                        "); fix: convert the file to UTF-8 (iconv -f latin1 -t utf-8), or pass {.validate_utf8 = false}");
-    i += n;
-  }
-
-  std::string current;
-  std::uint32_t first_line = 1;
-  line = 1;
-  const auto finish = [&](std::uint32_t next_line) {
-    if (current.empty()) ++out.empty_records;
-    else out.records.push_back(text_record{std::move(current), file_index, first_line});
-    current.clear();
-    first_line = next_line;
-  };
-  bool pending = false;  // bytes (or an empty line) since the last separator
-  for (std::size_t start = 0; start < bytes.size(); ++line) {
-    std::size_t end = bytes.find('\n', start);
-    const bool last = end == std::string_view::npos;
-    if (last) end = bytes.size();
-    std::string_view text = bytes.substr(start, end - start);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    start = end + 1;
-    if (text == "%") {
-      finish(line + 1);
-      pending = false;
-      continue;
-    }
-    if (pending) current += '\n';
-    current += text;
-    pending = true;
-    if (last) break;
-  }
-  if (pending) finish(line);
-}
-}  // namespace detail
-
 // The records of one fortune file, appended to `corpus` (throws format_error as the top of this file says).
-inline void read_fortune_file(const std::filesystem::path& path, text_corpus& corpus, const text_options& options = {}) {
-  constexpr std::string_view who = "tessel::data::read_fortunes";
-  io::input_file in(path, who);
-  if (in.size() > options.max_file_bytes)
-    in.fail(std::to_string(in.size()) + " bytes, more than max_file_bytes (" + std::to_string(options.max_file_bytes) +
-            "); fix: raise text_options::max_file_bytes");
-  std::string bytes(static_cast<std::size_t>(in.size()), '\0');
-  in.read_exact(std::as_writable_bytes(std::span(bytes.data(), bytes.size())), "text");
-  const auto index = static_cast<std::uint32_t>(corpus.files.size());
-  corpus.files.push_back(path);
-  detail::parse_fortunes(bytes, index, in.prefix(), options, corpus);
-}
+void read_fortune_file(const std::filesystem::path& path, text_corpus& corpus, const text_options& options = {});
 
 // Whether read_fortunes reads this directory entry: a regular file (not a symbolic link, such as
 // Debian's `*.u8` links to the same files), not a strfile index (`*.dat`), not hidden.
-inline bool is_fortune_file(const std::filesystem::directory_entry& e) {
-  const std::string name = e.path().filename().string();
-  return !e.is_symlink() && e.is_regular_file() && e.path().extension() != ".dat" && !name.empty() && name[0] != '.';
-}
+bool is_fortune_file(const std::filesystem::directory_entry& e);
 
 // A fortune file, or every fortune file of a directory (not its subdirectories) in name order.
 // Throws format_error for a path that does not exist, a directory without fortune files, or a bad file.
-inline text_corpus read_fortunes(const std::filesystem::path& path, const text_options& options = {}) {
-  text_corpus corpus;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) {
-    read_fortune_file(path, corpus, options);
-    return corpus;
-  }
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(path))
-    if (is_fortune_file(e)) files.push_back(e.path());
-  if (files.empty())
-    throw format_error("tessel::data::read_fortunes: " + io::quoted(path) +
-                       " holds no fortune files (regular files other than *.dat); install the packages fortunes and "
-                       "fortunes-min, or set TESSEL_FORTUNES_DIR");
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) read_fortune_file(f, corpus, options);
-  return corpus;
-}
+text_corpus read_fortunes(const std::filesystem::path& path, const text_options& options = {});
 
 // Where Debian's fortunes packages put their files.
 inline constexpr std::string_view fortunes_default_dir = "/usr/share/games/fortunes";
 
 // $TESSEL_FORTUNES_DIR if set and not empty, else fortunes_default_dir.
-inline std::filesystem::path fortunes_dir() {
-  if (const char* env = std::getenv("TESSEL_FORTUNES_DIR"); env && *env) return std::filesystem::path(env);
-  return std::filesystem::path(fortunes_default_dir);
-}
+std::filesystem::path fortunes_dir();
 
 // ---- tokens ------------------------------------------------------------------------------------
 
 // Byte-level tokens: each byte is its own token, 0..255 (so every text round-trips, UTF-8 or not).
 inline constexpr std::size_t byte_vocabulary = 256;
 
-inline std::vector<int32> byte_tokens(std::string_view text) {
-  std::vector<int32> out(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) out[i] = static_cast<int32>(static_cast<unsigned char>(text[i]));
-  return out;
-}
+std::vector<int32> byte_tokens(std::string_view text);
 
 // The bytes of tokens 0..255 (throws std::out_of_range for any other token).
-inline std::string text_of_tokens(std::span<const int32> tokens) {
-  std::string out(tokens.size(), '\0');
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] > 255)
-      throw std::out_of_range("tessel::data::text_of_tokens: token " + std::to_string(tokens[i]) + " at index " +
-                              std::to_string(i) + " is not a byte (0 to 255)");
-    out[i] = static_cast<char>(static_cast<unsigned char>(tokens[i]));
-  }
-  return out;
-}
+std::string text_of_tokens(std::span<const int32> tokens);
 
 // ---- train / validation split --------------------------------------------------------------------
 
@@ -221,20 +112,10 @@ constexpr std::uint64_t fnv1a64(std::string_view s) {
 // fraction of 2^64, is below `validation`. A pure function of the text and the seed, so the split does
 // not depend on the order or the number of files read, and equal texts (a fortune in two files) always
 // land on the same side: validation never holds a copy of a training record.
-inline bool in_validation(std::string_view text, const split_options& options) {
-  const std::uint64_t h = detail::splitmix64(options.seed ^ detail::fnv1a64(text));
-  return static_cast<double>(h >> 11) * 0x1.0p-53 < options.validation;
-}
+bool in_validation(std::string_view text, const split_options& options);
 
 // Throws std::invalid_argument if options.validation is not in [0, 1].
-inline text_split split_records(std::span<const text_record> records, const split_options& options = {}) {
-  if (!(options.validation >= 0 && options.validation <= 1))
-    throw std::invalid_argument("tessel::data::split_records: validation fraction " + std::to_string(options.validation) +
-                                " is not in [0, 1]");
-  text_split s;
-  for (std::size_t i = 0; i < records.size(); ++i) (in_validation(records[i].text, options) ? s.validation : s.train).push_back(i);
-  return s;
-}
+text_split split_records(std::span<const text_record> records, const split_options& options = {});
 
 // ---- chunks for bucketing -------------------------------------------------------------------------
 
@@ -250,51 +131,14 @@ struct chunked_text {
 
 // The records listed in `which` (e.g. text_split::train), in that order. Throws std::invalid_argument
 // if max_length is 0 and std::out_of_range for an index past the records.
-inline chunked_text chunk_records(std::span<const text_record> records, std::span<const std::size_t> which, std::size_t max_length) {
-  if (max_length == 0) throw std::invalid_argument("tessel::data::chunk_records: max_length must be at least 1");
-  chunked_text out;
-  for (const std::size_t r : which) {
-    if (r >= records.size())
-      throw std::out_of_range("tessel::data::chunk_records: record " + std::to_string(r) + " of " + std::to_string(records.size()));
-    const std::string_view text = records[r].text;
-    for (std::size_t at = 0, k = 0; at < text.size(); at += max_length, ++k) {
-      out.chunks.push_back(byte_tokens(text.substr(at, max_length)));
-      out.record.push_back(r);
-      out.piece.push_back(k);
-    }
-  }
-  return out;
-}
+chunked_text chunk_records(std::span<const text_record> records, std::span<const std::size_t> which, std::size_t max_length);
 
 // All the records, in order.
-inline chunked_text chunk_records(std::span<const text_record> records, std::size_t max_length) {
-  std::vector<std::size_t> all(records.size());
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return chunk_records(records, all, max_length);
-}
+chunked_text chunk_records(std::span<const text_record> records, std::size_t max_length);
 
 // The words of a text, for judging a language model's samples: maximal runs of ASCII letters, an
 // apostrophe between two letters joining them ("don't"), lower-cased.
-namespace detail {
-inline bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-}  // namespace detail
-
-inline std::vector<std::string> words_of(std::string_view text) {
-  std::vector<std::string> out;
-  std::string word;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    const char c = i < text.size() ? text[i] : ' ';
-    if (detail::is_ascii_letter(c)) {
-      word += static_cast<char>(c | 0x20);
-    } else if (c == '\'' && !word.empty() && i + 1 < text.size() && detail::is_ascii_letter(text[i + 1])) {
-      word += c;
-    } else if (!word.empty()) {
-      out.push_back(std::move(word));
-      word.clear();
-    }
-  }
-  return out;
-}
+std::vector<std::string> words_of(std::string_view text);
 
 // The words seen at least `min_count` times in some records (words_of's words): a typo or a long fragment
 // is rarely seen twice. known_letters(text) says how much of a text is words it holds, counted in letters
@@ -303,18 +147,10 @@ inline std::vector<std::string> words_of(std::string_view text) {
 class vocabulary {
  public:
   vocabulary() = default;
-  vocabulary(std::span<const text_record> records, std::span<const std::size_t> which, std::size_t min_count = 2) {
-    std::map<std::string, std::size_t, std::less<>> counts;
-    for (const std::size_t r : which) {
-      if (r >= records.size())
-        throw std::out_of_range("tessel::data::vocabulary: record " + std::to_string(r) + " of " + std::to_string(records.size()));
-      for (std::string& w : words_of(records[r].text)) ++counts[std::move(w)];
-    }
-    for (auto& [w, n] : counts)
-      if (n >= min_count) words_.push_back(w);  // in order: a sorted vector, searched by bisection
-  }
+  // Throws std::out_of_range for an index in `which` past the records.
+  vocabulary(std::span<const text_record> records, std::span<const std::size_t> which, std::size_t min_count = 2);
 
-  bool contains(std::string_view word) const { return std::binary_search(words_.begin(), words_.end(), word); }
+  bool contains(std::string_view word) const;
   std::size_t size() const { return words_.size(); }
 
   struct count {
@@ -323,20 +159,14 @@ class vocabulary {
   };
   // The letters of a text's words and those of its words in the vocabulary, leaving out an unfinished last
   // word (the text ends inside it: a sample cut at its length).
-  count known_letters(std::string_view text) const {
-    std::vector<std::string> ws = words_of(text);
-    if (!ws.empty() && detail::is_ascii_letter(text.back())) ws.pop_back();
-    count c;
-    for (const std::string& w : ws) {
-      const auto letters = static_cast<std::size_t>(std::count_if(w.begin(), w.end(), detail::is_ascii_letter));
-      c.total += letters;
-      c.known += contains(w) ? letters : 0;
-    }
-    return c;
-  }
+  count known_letters(std::string_view text) const;
 
  private:
-  std::vector<std::string> words_;
+  std::vector<std::string> words_;  // sorted, searched by bisection
 };
 
 }  // namespace tessel::data
+
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/data/text-inl.hpp"
+#endif

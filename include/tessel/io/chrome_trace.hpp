@@ -15,128 +15,21 @@
 // id; tids are small integers in the order threads first recorded. Names that are not valid UTF-8 have
 // their bad bytes replaced by '?'.
 
-#include <unistd.h>
-
-#include <charconv>
-#include <cstddef>
-#include <cstdint>
 #include <filesystem>
-#include <mutex>
 #include <string>
-#include <string_view>
-#include <system_error>
-
-#include "tessel/io/atomic_file.hpp"
-#include "tessel/io/json.hpp"
-#include "tessel/profile/profiler.hpp"
 
 namespace tessel::profile {
 
-namespace detail {
-
-inline void append_string(std::string& out, std::string_view s) {
-  if (io::json::valid_utf8(s)) return io::json::write_string(out, s);
-  std::string clean;
-  for (std::size_t i = 0; i < s.size();) {
-    const std::size_t n = io::json::utf8_sequence_length(s, i);
-    if (n == 0) {
-      clean += '?';
-      ++i;
-    } else {
-      clean.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  io::json::write_string(out, clean);
-}
-
-// Exactly: ns / 1000 with three decimals, trailing zeros trimmed.
-inline void append_micros(std::string& out, std::int64_t ns) {
-  if (ns < 0) {
-    out += '-';
-    ns = -ns;
-  }
-  out += std::to_string(ns / 1000);
-  if (const std::int64_t frac = ns % 1000; frac != 0) {
-    std::string digits = std::to_string(frac);
-    digits.insert(0, 3 - digits.size(), '0');
-    while (digits.back() == '0') digits.pop_back();
-    out += '.';
-    out += digits;
-  }
-}
-
-inline void append_number(std::string& out, double v) {
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);  // shortest round trip; finite only
-  out.append(buffer, result.ptr);
-}
-
-inline void append_event(std::string& out, const event& e, std::int64_t pid, std::uint64_t tid) {
-  out += "{\"name\":";
-  append_string(out, e.name);
-  out += ",\"cat\":";
-  append_string(out, e.category);
-  out += ",\"ph\":\"";
-  out += e.phase;
-  out += "\",\"ts\":";
-  append_micros(out, e.ts_ns);
-  if (e.phase == 'X') {
-    out += ",\"dur\":";
-    append_micros(out, e.dur_ns < 0 ? 0 : e.dur_ns);
-  }
-  if (e.phase == 'i') {
-    out += ",\"s\":\"";
-    out += e.instant_scope;
-    out += '"';
-  }
-  out += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid);
-  if (!e.args.empty()) {
-    out += ",\"args\":{";
-    for (std::size_t i = 0; i < e.args.size(); ++i) {
-      if (i) out += ',';
-      append_string(out, e.args[i].first);
-      out += ':';
-      append_number(out, e.args[i].second);
-    }
-    out += '}';
-  }
-  out += '}';
-}
-
-}  // namespace detail
-
 // The trace of everything recorded since the last clear(), as one JSON text; threads that recorded
 // nothing are left out. Scopes still open appear with duration 0. Safe while other threads record.
-inline std::string chrome_trace_json() {
-  detail::state& s = detail::global();
-  const auto pid = static_cast<std::int64_t>(::getpid());
-  std::string out = "{\"traceEvents\":[";
-  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-         ",\"tid\":0,\"args\":{\"name\":\"tessel\"}}";
-  std::lock_guard lock(s.buffers_mutex);
-  for (const auto& b : s.buffers) {
-    std::lock_guard buffer_lock(b->mutex);
-    if (b->events.empty()) continue;
-    const std::string tid = std::to_string(b->tid);
-    out += ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + tid + ",\"args\":{\"name\":";
-    detail::append_string(out, b->name);
-    out += "}},{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + tid +
-           ",\"args\":{\"sort_index\":" + tid + "}}";
-    for (const detail::event& e : b->events) {
-      out += ',';
-      detail::append_event(out, e, pid, b->tid);
-    }
-  }
-  out += "],\"displayTimeUnit\":\"ms\"}";
-  return out;
-}
+std::string chrome_trace_json();
 
 // Writes chrome_trace_json() to `path` atomically (io::write_file_atomically): a crash leaves the old
 // file or the whole new one. Throws std::system_error naming the file if it cannot be written.
-inline void write_chrome_trace(const std::filesystem::path& path) {
-  const std::string text = chrome_trace_json();
-  io::write_file_atomically(path, [&](io::output_file& out) { out.write(text); });
-}
+void write_chrome_trace(const std::filesystem::path& path);
 
 }  // namespace tessel::profile
+
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/io/chrome_trace-inl.hpp"
+#endif

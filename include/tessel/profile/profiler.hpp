@@ -19,10 +19,8 @@
 // their threads until clear(). At most max_events() events are kept; later ones are counted as dropped.
 // Recording never throws: an event that cannot be stored (out of memory) is dropped.
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,9 +29,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include "tessel/plan/describe.hpp"
-#include "tessel/run/executor.hpp"
 
 namespace tessel::profile {
 
@@ -100,117 +95,37 @@ struct state {
   std::int64_t wait_at_last_step = 0;
 };
 
-inline state& global() {
-  static state s;
-  return s;
-}
+// The one recorder state; its time origin is fixed on first use.
+state& global();
 
-inline thread_local std::string thread_name;
-
-inline std::int64_t since_origin(clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t - global().origin).count();
-}
-
-// This thread's buffer, registered on first use.
-inline thread_buffer& local_buffer() {
-  thread_local const std::shared_ptr<thread_buffer> buffer = [] {
-    auto b = std::make_shared<thread_buffer>();
-    state& s = global();
-    std::lock_guard lock(s.buffers_mutex);
-    b->tid = s.next_tid++;
-    b->name = thread_name.empty() ? "thread " + std::to_string(b->tid) : thread_name;
-    s.buffers.push_back(b);
-    return b;
-  }();
-  return *buffer;
-}
+std::int64_t since_origin(clock::time_point t);
 
 // Appends e to this thread's buffer; returns its index, or SIZE_MAX if dropped.
-inline std::size_t record(event&& e, thread_buffer*& where, std::uint64_t* generation = nullptr) noexcept {
-  state& s = global();
-  try {
-    if (s.events.fetch_add(1, std::memory_order_relaxed) >= s.max_events.load(std::memory_order_relaxed)) {
-      s.events.fetch_sub(1, std::memory_order_relaxed);
-      s.dropped.fetch_add(1, std::memory_order_relaxed);
-      return SIZE_MAX;
-    }
-    thread_buffer& b = local_buffer();
-    std::lock_guard lock(b.mutex);
-    b.events.push_back(std::move(e));
-    where = &b;
-    if (generation) *generation = b.generation;
-    return b.events.size() - 1;
-  } catch (...) {
-    s.dropped.fetch_add(1, std::memory_order_relaxed);
-    return SIZE_MAX;
-  }
-}
+std::size_t record(event&& e, thread_buffer*& where, std::uint64_t* generation = nullptr) noexcept;
 
-inline void record(event&& e) noexcept {
-  thread_buffer* unused = nullptr;
-  record(std::move(e), unused);
-}
+void record(event&& e) noexcept;
 
-inline void counter_event(const char* name, double value, std::int64_t ts) {
-  if (!std::isfinite(value)) return;
-  event e('C', "counter", name, ts);
-  e.args.emplace_back("value", value);
-  record(std::move(e));
-}
+void counter_event(const char* name, double value, std::int64_t ts);
 
 }  // namespace detail
 
 // ---- switching ---------------------------------------------------------------------------------
 
-namespace detail {
-inline void observe_kernel(const run::kernel_report& k) noexcept;
-}
-
 // Starts (or stops) recording, and the executor's reports of the kernels it runs. Events already recorded
 // stay until clear().
-inline void enable(bool on = true) {
-  detail::global();  // fixes the time origin before the first event
-  detail::enabled_flag.store(on, std::memory_order_relaxed);
-  run::kernel_observer_slot().store(on ? &detail::observe_kernel : nullptr, std::memory_order_relaxed);
-}
+void enable(bool on = true);
 inline void disable() { enable(false); }
 inline bool enabled() noexcept { return detail::enabled_flag.load(std::memory_order_relaxed); }
 
 // At most this many events are kept (default 4M, about 300 MB); later ones are counted in summary().
-inline void set_max_events(std::size_t n) { detail::global().max_events.store(n, std::memory_order_relaxed); }
+void set_max_events(std::size_t n);
 
 // Forgets every event, step, input wait, peak memory and the warm-up mark, and the buffers of threads
 // that have ended. Scopes open across a clear() record nothing.
-inline void clear() {
-  detail::state& s = detail::global();
-  {
-    std::lock_guard lock(s.buffers_mutex);
-    std::erase_if(s.buffers, [](const auto& b) { return b.use_count() == 1; });  // only we hold it: its thread ended
-    for (const auto& b : s.buffers) {
-      std::lock_guard buffer_lock(b->mutex);
-      b->events.clear();
-      ++b->generation;
-    }
-  }
-  s.events.store(0);
-  s.dropped.store(0);
-  s.peak_memory.store(0);
-  std::lock_guard lock(s.steps_mutex);
-  s.steps.clear();
-  s.warmup_done = false;
-  s.any_step = false;
-  s.input_wait_ns.store(0);
-  s.wait_at_last_step = 0;
-}
+void clear();
 
 // Names the calling thread in the trace ("M" thread_name event); default "thread <tid>".
-inline void set_thread_name(std::string_view name) {
-  detail::thread_name = std::string(name);
-  if (!enabled()) return;
-  detail::thread_buffer& b = detail::local_buffer();
-  std::lock_guard lock(b.mutex);
-  b.name = std::string(name);
-}
+void set_thread_name(std::string_view name);
 
 // ---- events ------------------------------------------------------------------------------------
 
@@ -231,20 +146,8 @@ class scope {
   scope& operator=(const scope&) = delete;
 
  private:
-  void begin(std::string_view name, const char* category) noexcept {
-    try {
-      index_ = detail::record(detail::event('X', category, std::string(name), detail::since_origin(clock::now())),
-                              buffer_, &generation_);
-    } catch (...) {  // the name's copy: drop the event
-      buffer_ = nullptr;
-    }
-  }
-  void end() noexcept {
-    const std::int64_t now = detail::since_origin(clock::now());
-    std::lock_guard lock(buffer_->mutex);
-    if (buffer_->generation == generation_ && index_ < buffer_->events.size())
-      buffer_->events[index_].dur_ns = now - buffer_->events[index_].ts_ns;
-  }
+  void begin(std::string_view name, const char* category) noexcept;
+  void end() noexcept;
 
   detail::thread_buffer* buffer_ = nullptr;
   std::size_t index_;
@@ -253,98 +156,25 @@ class scope {
 
 // A kernel run measured by its caller (the executor): an "X" event of category "kernel" on the calling
 // thread, with the plan's flops, bytes and estimate as args when given. end >= start.
-inline void kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args = {}) noexcept {
-  if (!enabled()) [[likely]]
-    return;
-  try {
-    detail::event e('X', "kernel", std::string(name), detail::since_origin(start),
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
-    if (args.flops > 0) e.args.emplace_back("flops", args.flops);
-    if (args.bytes > 0) e.args.emplace_back("bytes", args.bytes);
-    if (args.estimated_ns > 0) e.args.emplace_back("estimated_us", args.estimated_ns / 1000);
-    detail::record(std::move(e));
-  } catch (...) {
-  }
-}
-
-namespace detail {
-// A kernel event is named by what the kernel computes: "contraction dot_general+add+max f32[128,256]".
-inline void observe_kernel(const run::kernel_report& k) noexcept {
-  if (k.plan == nullptr || !enabled()) {
-    kernel_event(k.kind, k.start, k.end, {.bytes = k.bytes});
-    return;
-  }
-  try {
-    kernel_event(plan::describe(*k.plan, k.index), k.start, k.end, {.bytes = k.bytes});
-  } catch (...) {
-  }
-}
-}  // namespace detail
+void kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args = {}) noexcept;
 
 // A moment of the calling thread ("i" event).
-inline void instant(std::string_view name) noexcept {
-  if (!enabled()) [[likely]]
-    return;
-  try {
-    detail::record(detail::event('i', "mark", std::string(name), detail::since_origin(clock::now())));
-  } catch (...) {
-  }
-}
+void instant(std::string_view name) noexcept;
 
 // A named value over time ("C" event: a counter track). Non-finite values are not recorded.
-inline void counter(std::string_view name, double value) noexcept {
-  if (!enabled()) [[likely]]
-    return;
-  if (!std::isfinite(value)) return;
-  try {
-    detail::event e('C', "counter", std::string(name), detail::since_origin(clock::now()));
-    e.args.emplace_back("value", value);
-    detail::record(std::move(e));
-  } catch (...) {
-  }
-}
+void counter(std::string_view name, double value) noexcept;
 
 // Time the training loop waited for its input; prefetch reports its consumer's waits here itself.
-inline void add_input_wait(std::chrono::nanoseconds wait) noexcept {
-  if (!enabled()) [[likely]]
-    return;
-  detail::global().input_wait_ns.fetch_add(wait.count(), std::memory_order_relaxed);
-}
+void add_input_wait(std::chrono::nanoseconds wait) noexcept;
 
 // The peak memory of the run (bytes): the plan's estimate or a measurement. Keeps the maximum reported
 // and records a "peak_memory_bytes" counter.
-inline void record_peak_memory(std::uint64_t bytes) noexcept {
-  if (!enabled()) [[likely]]
-    return;
-  std::atomic<std::uint64_t>& peak = detail::global().peak_memory;
-  std::uint64_t seen = peak.load();
-  while (seen < bytes && !peak.compare_exchange_weak(seen, bytes)) {
-  }
-  try {
-    detail::counter_event("peak_memory_bytes", static_cast<double>(std::max(seen, bytes)), detail::since_origin(clock::now()));
-  } catch (...) {
-  }
-}
+void record_peak_memory(std::uint64_t bytes) noexcept;
 
 // Ends the warm-up: steps that have ended so far are warm-up (compilation, first touches), later ones
 // steady state, which summarize() reports. Records a global "i" event "warmup_end". Later calls do
 // nothing. Without a call, every step is steady state.
-inline void mark_warmup_end() noexcept {
-  if (!enabled()) [[likely]]
-    return;
-  detail::state& s = detail::global();
-  {
-    std::lock_guard lock(s.steps_mutex);
-    if (s.warmup_done) return;
-    s.warmup_done = true;
-  }
-  try {
-    detail::event e('i', "mark", "warmup_end", detail::since_origin(clock::now()));
-    e.instant_scope = 'g';
-    detail::record(std::move(e));
-  } catch (...) {
-  }
-}
+void mark_warmup_end() noexcept;
 
 // One training step, from construction to destruction: an "X" event "step" (args: step, items), a
 // step_record, and counters step_time_ms, input_wait_ms and throughput (items per second of interval).
@@ -367,41 +197,7 @@ class step {
   step& operator=(const step&) = delete;
 
  private:
-  void end() noexcept {
-    using std::chrono::nanoseconds;
-    const clock::time_point now = clock::now();
-    detail::state& s = detail::global();
-    step_record r;
-    r.index = index_;
-    r.start = start_;
-    r.end = now;
-    r.items = items_;
-    r.duration = std::chrono::duration_cast<nanoseconds>(now - start_);
-    try {
-      std::lock_guard lock(s.steps_mutex);
-      const std::int64_t wait = s.input_wait_ns.load(std::memory_order_relaxed);
-      r.input_wait = nanoseconds(wait - s.wait_at_last_step);
-      r.interval = s.any_step ? std::chrono::duration_cast<nanoseconds>(now - s.last_step_end) : r.duration + r.input_wait;
-      r.warmup = !s.warmup_done;
-      s.wait_at_last_step = wait;
-      s.last_step_end = now;
-      s.any_step = true;
-      s.steps.push_back(r);
-    } catch (...) {
-      return;
-    }
-    try {
-      const std::int64_t ts = detail::since_origin(start_), end_ts = detail::since_origin(now);
-      detail::event e('X', "step", "step", ts, end_ts - ts);
-      e.args = {{"step", static_cast<double>(index_)}, {"items", items_}};
-      detail::record(std::move(e));
-      detail::counter_event("step_time_ms", static_cast<double>(r.duration.count()) / 1e6, end_ts);
-      detail::counter_event("input_wait_ms", static_cast<double>(r.input_wait.count()) / 1e6, end_ts);
-      if (items_ > 0 && r.interval.count() > 0)
-        detail::counter_event("throughput", items_ * 1e9 / static_cast<double>(r.interval.count()), end_ts);
-    } catch (...) {
-    }
-  }
+  void end() noexcept;
 
   bool active_ = false;
   std::uint64_t index_;
@@ -423,66 +219,16 @@ struct summary {
   std::uint64_t events = 0, dropped_events = 0;
 
   // Several lines, e.g. "steps: 100 (10 warm-up)\nstep time: mean 12.3 ms, median ...".
-  std::string to_string() const {
-    const auto ms = [](std::chrono::nanoseconds d) {
-      std::string s = std::to_string(static_cast<double>(d.count()) / 1e6);
-      return s.substr(0, s.find('.') + 4) + " ms";
-    };
-    std::string out = "steps: " + std::to_string(steps) + " (" + std::to_string(warmup_steps) + " warm-up)\n";
-    out += "step time: mean " + ms(step_mean) + ", median " + ms(step_median) + ", min " + ms(step_min) + ", max " +
-           ms(step_max) + "\n";
-    out += "throughput: " + std::to_string(items_per_second) + " items/s\n";
-    out += "input wait: " + ms(input_wait) + " (" + std::to_string(input_wait_fraction * 100) + "% of step time)\n";
-    out += "peak memory: " + std::to_string(peak_memory_bytes) + " bytes\n";
-    out += "events: " + std::to_string(events) + " (" + std::to_string(dropped_events) + " dropped)\n";
-    return out;
-  }
+  std::string to_string() const;
 };
 
 // Every step recorded since the last clear(), in order.
-inline std::vector<step_record> steps() {
-  detail::state& s = detail::global();
-  std::lock_guard lock(s.steps_mutex);
-  std::vector<step_record> out = s.steps;
-  if (!s.warmup_done)  // no warm-up was marked: every step is steady state
-    for (step_record& r : out) r.warmup = false;
-  return out;
-}
+std::vector<step_record> steps();
 
-inline summary summarize() {
-  detail::state& s = detail::global();
-  summary out;
-  out.events = s.events.load();
-  out.dropped_events = s.dropped.load();
-  out.peak_memory_bytes = s.peak_memory.load();
-  const std::vector<step_record> all = steps();
-  out.steps = all.size();
-  std::vector<std::chrono::nanoseconds> durations;
-  std::chrono::nanoseconds total_interval{};
-  double items = 0;
-  for (const step_record& r : all) {
-    if (r.warmup) {
-      ++out.warmup_steps;
-      continue;
-    }
-    durations.push_back(r.duration);
-    total_interval += r.interval;
-    out.input_wait += r.input_wait;
-    items += r.items;
-  }
-  if (durations.empty()) return out;
-  std::chrono::nanoseconds sum{};
-  for (const auto d : durations) sum += d;
-  out.step_mean = sum / static_cast<std::int64_t>(durations.size());
-  std::sort(durations.begin(), durations.end());
-  out.step_median = durations[durations.size() / 2];
-  out.step_min = durations.front();
-  out.step_max = durations.back();
-  if (total_interval.count() > 0) {
-    out.items_per_second = items * 1e9 / static_cast<double>(total_interval.count());
-    out.input_wait_fraction = static_cast<double>(out.input_wait.count()) / static_cast<double>(total_interval.count());
-  }
-  return out;
-}
+summary summarize();
 
 }  // namespace tessel::profile
+
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/profile/profiler-inl.hpp"
+#endif
