@@ -33,11 +33,13 @@
 #include <string_view>
 
 #include "tessel/kernels/gemm.hpp"
-#include "tessel/kernels/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/kernels/thread_pool.hpp"  // the kernels' threads
+#endif
 
 namespace tessel {
 

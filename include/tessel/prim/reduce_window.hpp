@@ -29,11 +29,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "tessel/kernels/thread_pool.hpp"
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#ifdef TESSEL_IMPLEMENTATION
+#include "tessel/kernels/thread_pool.hpp"  // the kernels' threads
+#endif
 #include "tessel/prim/conv_general.hpp"
 
 namespace tessel {
