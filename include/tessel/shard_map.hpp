@@ -135,16 +135,6 @@ constexpr bool represents(std::size_t device, std::size_t here) {
   return represents_along<M>(device, here, sharding::axes_mask<M, Spec>());
 }
 
-// Which of the blocks along `axes` (mesh order, the first major) `device` holds.
-template <class M>
-constexpr std::size_t block_along(std::size_t device, std::uint8_t axes) {
-  const auto c = M::coordinates(device);
-  std::size_t k = 0;
-  for (std::size_t a = 0; a < M::rank; ++a)
-    if (axes & (1u << a)) k = k * M::sizes[a] + c[a];
-  return k;
-}
-
 template <class M>
 constexpr update_sharding::setting setting_of() {
   update_sharding::setting s;
@@ -418,7 +408,7 @@ class sharded {
       if (k < leaves) continue;
       for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d)
         job.parameters[d][k] = static_cast<const unsigned char*>(job.parameters[d][static_cast<std::size_t>(source)]) +
-                               shard_detail::block_along<M>(d, n.varying) * bytes;
+                               M::block_along(d, n.varying) * bytes;
     }
   }
 
@@ -450,13 +440,10 @@ class sharded {
       using S = typename X::shape_type;
       using L = sharding::local_shape_t<M, Spec, S>;
       if (const std::uint8_t axes = split[leaf]; axes != 0) {  // whole (L is S), each device its block
-        std::size_t blocks = 1;
-        for (std::size_t a = 0; a < M::rank; ++a)
-          if (axes & (1u << a)) blocks *= M::sizes[a];
-        const std::size_t block = S::size / blocks;
+        const std::size_t block = S::size / group_size(M::sizes, axes);
         for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) {
           if (shard_detail::represents_along<M>(d, job.first_local, axes)) {
-            job.outputs[d][leaf] = x.data() + shard_detail::block_along<M>(d, axes) * block;
+            job.outputs[d][leaf] = x.data() + M::block_along(d, axes) * block;
           } else {
             job.scratch.emplace_back(block * sizeof(T));
             job.outputs[d][leaf] = job.scratch.back().data.get();

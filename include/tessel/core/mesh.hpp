@@ -175,7 +175,27 @@ struct mesh {
     }
     return c;
   }
+
+  // Which of the blocks along `axes` (bit a: axis a; mesh order, the first axis major) a device holds:
+  // its place among the group_size(axes) devices that differ from it only along those axes.
+  static constexpr std::size_t block_along(std::size_t device, std::uint8_t axes) {
+    const auto c = coordinates(device);
+    std::size_t k = 0;
+    for (std::size_t a = 0; a < rank; ++a)
+      if (axes & (1u << a)) k = k * sizes[a] + c[a];
+    return k;
+  }
 };
+
+// The devices of a group along `axes` (bit a: axis a of a mesh of these sizes): the product of those
+// axes' sizes. For a program-to-program transform, which knows a mesh by its sizes only.
+template <std::size_t N>
+constexpr std::size_t group_size(const std::array<std::size_t, N>& sizes, std::uint8_t axes) {
+  std::size_t n = 1;
+  for (std::size_t a = 0; a < N; ++a)
+    if (axes & (1u << a)) n *= sizes[a];
+  return n;
+}
 
 // One PartitionSpec per argument (in_specs) or per element of a returned tuple (out_specs); a single P
 // stands for specs<P>.

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessel/core/mesh.hpp"
 #include "tessel/ir/graph.hpp"
 #include "tessel/ir/program.hpp"
 #include "tessel/prim/all.hpp"  // the primitives it compares nodes against and emits
@@ -32,12 +33,6 @@ struct setting {
   std::uint8_t local_axes = 0;  // the axes whose devices all run in this process
 };
 
-constexpr std::size_t group_size(const setting& s, std::uint8_t axes) {
-  std::size_t n = 1;
-  for (std::size_t a = 0; a < 8; ++a)
-    if (axes & (1u << a)) n *= s.sizes[a];
-  return n;
-}
 
 // An argument leaf's block, the parameter a rewritten program adds: attr [index, source leaf].
 constexpr int source_leaf(const ir::node& parameter) { return parameter.attr.count > 1 ? static_cast<int>(parameter.attr.ints[1]) : -1; }
@@ -59,7 +54,7 @@ constexpr blocking<Program::size> analyze(const Program& p, const std::array<std
   if (p.construct_count != 0) return b;
   auto& group = b.group;
   const auto divides = [&](const ir::node& x, std::uint8_t axes) {
-    const std::size_t g = group_size(s, axes);
+    const std::size_t g = group_size(s.sizes, axes);
     return x.shape.rank >= 1 && g > 1 && x.shape.d[0] % g == 0 && x.dtype != ir::dtype_code::pred;
   };
 
@@ -190,7 +185,7 @@ constexpr ir::program<Size, Outputs> rewrite(const Program& p, const blocking<Pr
     out.nodes[next] = x;
     return static_cast<int>(next++);
   };
-  const auto cut = [&](ir::node& x, std::uint8_t axes) { x.shape.d[0] /= group_size(s, axes); };
+  const auto cut = [&](ir::node& x, std::uint8_t axes) { x.shape.d[0] /= group_size(s.sizes, axes); };
   for (std::size_t i = 0; i < n; ++i) {
     ir::node x = p.nodes[i];
     if (b.block_made[i] != 0) {  // its block, before its whole self (its uses come later either way)
