@@ -4,7 +4,7 @@
 // masks; each bucket has its own jitted train step (forward, loss, gradients, clipping, AdamW), chosen
 // at run time by the pipeline.
 //
-//   char_lm [--steps 4000] [--learning-rate 0.005] [--warmup 100] [--precision f32|bf16] [--seed 0]
+//   char_lm [--steps 5000] [--learning-rate 0.005] [--warmup 100] [--precision f32|bf16] [--seed 0]
 //           [--eval-every 500] [--sample-every 500] [--sample-length 160] [--temperature 0.8] [--prompt TEXT]
 //           [--data-dir DIR] [--checkpoint-dir DIR [--resume | --resume-or-start | --overwrite] [--save-every N]
 //           [--keep N]]
@@ -65,7 +65,7 @@ namespace {
 void usage(std::FILE* to) {
   std::fprintf(to,
                "usage: char_lm [options]   (--flag value or --flag=value)\n"
-               "  --steps N            train steps (default 4000), each one bucket's batch of 1024 positions\n"
+               "  --steps N            train steps (default 5000), each one bucket's batch of 1024 positions\n"
                "  --learning-rate X    AdamW's peak learning rate (default 0.005): linear warm-up, cosine decay to 0\n"
                "  --warmup N           warm-up steps (default 100)\n"
                "  --precision P        f32 (default) or bf16: bf16 matmuls, f32 master weights, optimizer state,\n"

@@ -49,7 +49,7 @@ using optimizer = tessel::optim::chain<tessel::optim::clip_by_global_norm<1.0>,
 using state_t = decltype(optimizer{}.init(std::declval<const params_t&>()));
 
 struct options {
-  int steps = 4000;
+  int steps = 5000;
   float learning_rate = 5e-3f;
   int warmup = 100;
   std::string precision = "f32";
