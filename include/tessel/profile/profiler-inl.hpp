@@ -129,9 +129,7 @@ void scope::end() noexcept {
     buffer_->events[index_].dur_ns = now - buffer_->events[index_].ts_ns;
 }
 
-void kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args) noexcept {
-  if (!enabled()) [[likely]]
-    return;
+void detail::kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args) noexcept {
   try {
     detail::event e('X', "kernel", std::string(name), detail::since_origin(start),
                     std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
@@ -157,18 +155,14 @@ void observe_kernel(const run::kernel_report& k) noexcept {
 }
 }  // namespace detail
 
-void instant(std::string_view name) noexcept {
-  if (!enabled()) [[likely]]
-    return;
+void detail::instant(std::string_view name) noexcept {
   try {
     detail::record(detail::event('i', "mark", std::string(name), detail::since_origin(clock::now())));
   } catch (...) {
   }
 }
 
-void counter(std::string_view name, double value) noexcept {
-  if (!enabled()) [[likely]]
-    return;
+void detail::counter(std::string_view name, double value) noexcept {
   if (!std::isfinite(value)) return;
   try {
     detail::event e('C', "counter", std::string(name), detail::since_origin(clock::now()));
@@ -178,15 +172,11 @@ void counter(std::string_view name, double value) noexcept {
   }
 }
 
-void add_input_wait(std::chrono::nanoseconds wait) noexcept {
-  if (!enabled()) [[likely]]
-    return;
+void detail::add_input_wait(std::chrono::nanoseconds wait) noexcept {
   detail::global().input_wait_ns.fetch_add(wait.count(), std::memory_order_relaxed);
 }
 
-void record_peak_memory(std::uint64_t bytes) noexcept {
-  if (!enabled()) [[likely]]
-    return;
+void detail::record_peak_memory(std::uint64_t bytes) noexcept {
   std::atomic<std::uint64_t>& peak = detail::global().peak_memory;
   std::uint64_t seen = peak.load();
   while (seen < bytes && !peak.compare_exchange_weak(seen, bytes)) {
@@ -197,9 +187,7 @@ void record_peak_memory(std::uint64_t bytes) noexcept {
   }
 }
 
-void mark_warmup_end() noexcept {
-  if (!enabled()) [[likely]]
-    return;
+void detail::mark_warmup_end() noexcept {
   detail::state& s = detail::global();
   {
     std::lock_guard lock(s.steps_mutex);

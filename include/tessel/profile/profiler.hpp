@@ -127,6 +127,17 @@ void clear();
 // Names the calling thread in the trace ("M" thread_name event); default "thread <tid>".
 void set_thread_name(std::string_view name);
 
+// The recording halves of the entry points below (profiler-inl.hpp), called only while profiling is
+// enabled: disabled, each entry point is the load and branch the top of this file promises.
+namespace detail {
+void kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args) noexcept;
+void instant(std::string_view name) noexcept;
+void counter(std::string_view name, double value) noexcept;
+void add_input_wait(std::chrono::nanoseconds wait) noexcept;
+void record_peak_memory(std::uint64_t bytes) noexcept;
+void mark_warmup_end() noexcept;
+}  // namespace detail
+
 // ---- events ------------------------------------------------------------------------------------
 
 // A named span of the calling thread, from construction to destruction ("X" event). The name is copied
@@ -156,25 +167,43 @@ class scope {
 
 // A kernel run measured by its caller (the executor): an "X" event of category "kernel" on the calling
 // thread, with the plan's flops, bytes and estimate as args when given. end >= start.
-void kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args = {}) noexcept;
+inline void kernel_event(std::string_view name, clock::time_point start, clock::time_point end, kernel_args args = {}) noexcept {
+  if (enabled()) [[unlikely]]
+    detail::kernel_event(name, start, end, args);
+}
 
 // A moment of the calling thread ("i" event).
-void instant(std::string_view name) noexcept;
+inline void instant(std::string_view name) noexcept {
+  if (enabled()) [[unlikely]]
+    detail::instant(name);
+}
 
 // A named value over time ("C" event: a counter track). Non-finite values are not recorded.
-void counter(std::string_view name, double value) noexcept;
+inline void counter(std::string_view name, double value) noexcept {
+  if (enabled()) [[unlikely]]
+    detail::counter(name, value);
+}
 
 // Time the training loop waited for its input; prefetch reports its consumer's waits here itself.
-void add_input_wait(std::chrono::nanoseconds wait) noexcept;
+inline void add_input_wait(std::chrono::nanoseconds wait) noexcept {
+  if (enabled()) [[unlikely]]
+    detail::add_input_wait(wait);
+}
 
 // The peak memory of the run (bytes): the plan's estimate or a measurement. Keeps the maximum reported
 // and records a "peak_memory_bytes" counter.
-void record_peak_memory(std::uint64_t bytes) noexcept;
+inline void record_peak_memory(std::uint64_t bytes) noexcept {
+  if (enabled()) [[unlikely]]
+    detail::record_peak_memory(bytes);
+}
 
 // Ends the warm-up: steps that have ended so far are warm-up (compilation, first touches), later ones
 // steady state, which summarize() reports. Records a global "i" event "warmup_end". Later calls do
 // nothing. Without a call, every step is steady state.
-void mark_warmup_end() noexcept;
+inline void mark_warmup_end() noexcept {
+  if (enabled()) [[unlikely]]
+    detail::mark_warmup_end();
+}
 
 // One training step, from construction to destruction: an "X" event "step" (args: step, items), a
 // step_record, and counters step_time_ms, input_wait_ms and throughput (items per second of interval).
