@@ -29,15 +29,6 @@ std::size_t idx_array::size() const noexcept {
 
 namespace detail {
 
-std::string idx_dims_text(std::span<const std::size_t> dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
-
 // Where the bytes come from: a gzip-or-raw file, or memory.
 class idx_source {
  public:
@@ -161,7 +152,7 @@ idx_header read_idx_header(idx_source& src, std::uint64_t max_bytes) {
       break;
     }
     if (count > max_bytes / item / d)
-      src.fail("dims " + idx_dims_text(h.dims) + " of " + idx_type_name(h.type) + " describe more than " +
+      src.fail("dims " + io::dims_text(h.dims) + " of " + idx_type_name(h.type) + " describe more than " +
                std::to_string(max_bytes) + " bytes of data, the limit (max_bytes); a corrupted or hostile header?");
     count *= d;
   }
@@ -199,13 +190,13 @@ std::vector<T> read_idx_payload(idx_source& src, const idx_header& h) {
     const std::size_t bytes = (want - have) * sizeof(T);
     const std::size_t got = src.read(reinterpret_cast<unsigned char*>(v.data()) + have * sizeof(T), bytes);
     if (got < bytes)
-      src.fail("truncated: dims " + idx_dims_text(h.dims) + " of " + idx_type_name(h.type) + " need " +
+      src.fail("truncated: dims " + io::dims_text(h.dims) + " of " + idx_type_name(h.type) + " need " +
                std::to_string(h.bytes) + " bytes of data, found " + std::to_string(have * sizeof(T) + got));
     have = want;
   }
   unsigned char extra = 0;
   if (src.read(&extra, 1) != 0)
-    src.fail("trailing data: dims " + idx_dims_text(h.dims) + " of " + idx_type_name(h.type) + " need " +
+    src.fail("trailing data: dims " + io::dims_text(h.dims) + " of " + idx_type_name(h.type) + " need " +
              std::to_string(h.bytes) + " bytes of data, but more bytes follow");
   from_big_endian(v);
   return v;
@@ -234,8 +225,8 @@ idx_array read_idx_expecting(const std::filesystem::path& path, std::uint64_t ma
                              std::span<const std::size_t> dims) {
   gz_source src(path, idx_prefix(path));
   idx_header h = read_idx_header(src, max_bytes);
-  const std::string expected = std::string(idx_type_short_name(type)) + idx_dims_text(dims);
-  const std::string found = std::string(idx_type_short_name(h.type)) + idx_dims_text(h.dims);
+  const std::string expected = std::string(idx_type_short_name(type)) + io::dims_text(dims);
+  const std::string found = std::string(idx_type_short_name(h.type)) + io::dims_text(h.dims);
   if (h.type != type)
     src.fail("expected " + expected + ", found " + found + ": the element type is " + idx_type_name(h.type) +
              ", expected " + idx_type_name(type));
@@ -264,10 +255,10 @@ void check_fashion_mnist_pair(const std::filesystem::path& images_path, const id
     throw format_error("tessel::data::load_fashion_mnist: " + io::quoted(p) + ": " + what);
   };
   if (images.type != idx_type::u8 || images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28)
-    fail(images_path, "expected u8[N,28,28] images, found " + idx_type_name(images.type) + " " + idx_dims_text(images.dims));
+    fail(images_path, "expected u8[N,28,28] images, found " + idx_type_name(images.type) + " " + io::dims_text(images.dims));
   if (labels.type != idx_type::u8 || labels.dims.size() != 1 || labels.dims[0] != images.dims[0])
     fail(labels_path, "expected u8[" + std::to_string(images.dims[0]) + "] labels (one per image), found " +
-                          idx_type_name(labels.type) + " " + idx_dims_text(labels.dims));
+                          idx_type_name(labels.type) + " " + io::dims_text(labels.dims));
   const auto values = labels.data<std::uint8_t>();
   for (std::size_t i = 0; i < values.size(); ++i)
     if (values[i] >= fashion_mnist_classes)

@@ -114,9 +114,6 @@ struct idx_array {
 };
 
 namespace detail {
-// "[60000,28,28]"
-std::string idx_dims_text(std::span<const std::size_t> dims);
-
 // The file's header and data, after checking that its element type is `type` and its dims are `dims`
 // (a format_error naming the file, the expected type[dims] and what was found, before the data is read).
 idx_array read_idx_expecting(const std::filesystem::path& path, std::uint64_t max_bytes, idx_type type,

@@ -132,12 +132,12 @@ class idx_dataset {
     bool fits = im.dims.size() == S::rank + 1;
     for (std::size_t i = 0; fits && i < S::rank; ++i) fits = im.dims[i + 1] == S::dims[i];
     if (!fits)
-      fail(images_name, "expected images [N" + (S::rank ? "," + detail::idx_dims_text(S::dims).substr(1) : "]") + ", found " +
-                            idx_type_name(im.type) + " " + detail::idx_dims_text(im.dims));
+      fail(images_name, "expected images [N" + (S::rank ? "," + io::dims_text(S::dims).substr(1) : "]") + ", found " +
+                            idx_type_name(im.type) + " " + io::dims_text(im.dims));
     if (labels.dims.size() != 1 || labels.dims[0] != im.dims[0] || labels.type == idx_type::f32 ||
         labels.type == idx_type::f64)
       fail(labels_name, "expected integer labels [" + std::to_string(im.dims[0]) + "] (one per image), found " +
-                            idx_type_name(labels.type) + " " + detail::idx_dims_text(labels.dims));
+                            idx_type_name(labels.type) + " " + io::dims_text(labels.dims));
     std::visit(
         [&](const auto& values) {
           labels_.reserve(values.size());

@@ -30,6 +30,19 @@ class format_error : public std::runtime_error {
 // "'dir/name'": how messages show a path.
 std::string quoted(const std::filesystem::path& path);
 
+// "[60000,28,28]": how messages show dims (any range of integers: a vector, an array, a span).
+template <class Dims>
+std::string dims_text(const Dims& dims) {
+  std::string s = "[";
+  bool first = true;
+  for (const auto d : dims) {
+    if (!first) s += ',';
+    s += std::to_string(d);  // appended, not "," + string: g++ 12 warns falsely (-Wrestrict, bug 105329)
+    first = false;
+  }
+  return s + "]";
+}
+
 // A regular file opened for reading. Every failure (cannot open, not a regular file, read error, fewer
 // bytes than asked for) is a format_error whose message starts with `who` and the quoted path.
 class input_file {

@@ -111,7 +111,7 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
 
 std::string describe_entry(const safetensors_entry& e) {
   const safetensors_dtype* info = find_safetensors_dtype(e.dtype);
-  return std::string(info ? info->tessel_name : std::string_view(e.dtype)) + io::detail::dims_text(e.shape);
+  return std::string(info ? info->tessel_name : std::string_view(e.dtype)) + io::dims_text(e.shape);
 }
 
 }  // namespace detail

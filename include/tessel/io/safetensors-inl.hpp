@@ -38,15 +38,6 @@ const safetensors_dtype* find_safetensors_dtype(std::string_view name) noexcept 
 
 namespace detail {
 
-std::string dims_text(std::span<const std::uint64_t> dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
-
 // The byte size of `shape` of `dtype`, or false if it does not fit in 64 bits.
 bool byte_size(const safetensors_dtype& dtype, std::span<const std::uint64_t> shape, std::uint64_t& out) {
   out = 0;

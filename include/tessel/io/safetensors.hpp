@@ -119,9 +119,6 @@ struct safetensors_file {
 
 namespace detail {
 
-// "[2,3]"
-std::string dims_text(std::span<const std::uint64_t> dims);
-
 template <class A, class B>
 bool same_dims(const A& a, const B& b) {
   if (a.size() != b.size()) return false;
@@ -174,7 +171,7 @@ tensor<T, S> get(const safetensors_file& file, std::string_view name) {
   }
   if (e->dtype != safetensors_dtype_of<T>() || !detail::same_dims(e->shape, S::dims)) {
     const safetensors_dtype* info = find_safetensors_dtype(e->dtype);
-    const std::string found_dims = detail::dims_text(e->shape);
+    const std::string found_dims = dims_text(e->shape);
     throw format_error(prefix + "tensor '" + e->name + "': expected " +
                        std::string(describe<tensor_type<T, S>>().view()) + ", found " +
                        std::string(info ? info->tessel_name : std::string_view(e->dtype)) + found_dims + " (" + e->dtype +
