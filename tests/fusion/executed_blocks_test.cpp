@@ -1,6 +1,7 @@
 // The planned grid is the executed grid: the executor runs exactly the blocks that plan::blocks_of lists
 // for this machine (targets::this_host()), each once, for an elementwise loop, a row kernel and a GEMM
-// with its epilogue; and the host target follows the machine's description.
+// with its epilogue, and exactly the work items plan::items_of lists for convolutions and pooling; and
+// the host target follows the machine's description.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -150,6 +151,73 @@ TEST(ExecutedBlocks, BatchedProductRunsOneBlockRowPerBatchElement) {
         for (std::size_t p = 0; p < 24; ++p) dot += static_cast<double>(q[(b * 40 + i) * 24 + p]) * k[(b * 24 + p) * 30 + j];
         ASSERT_NEAR(y[(b * 40 + i) * 30 + j], dot, 1e-4);
       }
+}
+
+TEST(ExecutedBlocks, ConvolutionsAndPoolingRunThePlannedItems) {
+  // A convolution layer's loss and its gradients: conv_general with its bias and relu fused, max and
+  // average pooling forward, and backward conv_input_grad, conv_filter_grad (threads' partial sums
+  // added), select_and_scatter_add and reduce_window_sum's transpose: every one of them a kernel of work
+  // items, each item run once, by the executor's threads.
+  using tessel::padding::same;
+  using tessel::padding::valid;
+  const auto loss = [](auto x, auto w, auto b) {
+    const auto h = tessel::relu(tessel::conv_general<tessel::stride<1, 1>, same>(x, w) + b);
+    const auto p = tessel::max_pool<tessel::window<2, 2>, tessel::stride<2, 2>, valid>(h);
+    return tessel::sum(tessel::avg_pool<tessel::window<3, 3>, tessel::stride<1, 1>, same>(p));
+  };
+  const auto step = tessel::value_and_grad<0, 1>(loss);
+  using X = tensor<float, shape<32, 28, 28, 3>>;
+  using W = tensor<float, shape<3, 3, 3, 16>>;
+  using B = tensor<float, shape<16>>;
+  constexpr auto& plan = decltype(tessel::jit(step))::traced_for<X, W, B>::plan;
+  const X x = random_tensor<float, shape<32, 28, 28, 3>>(8);
+  const W w = random_tensor<float, shape<3, 3, 3, 16>>(9);
+  const B b = random_tensor<float, shape<16>>(10);
+  const auto ran = blocks_run_by([&] { (void)tessel::jit(step)(x, w, b); });
+  std::map<std::string, std::size_t> items_of_primitive;
+  for (int k = 0; k < plan.kernel_count; ++k) {
+    const int id = tessel::plan::item_node(plan, k);
+    if (id < 0) continue;
+    const tessel::ir::item_plan items = tessel::plan::items_of(plan, k, tessel::targets::this_host());
+    items_of_primitive[std::string(plan.node(id).prim->name)] = items.items;
+    expect_exactly_planned(ran, k, items.items);
+    if (plan.node(id).prim->name == "conv_filter_grad") EXPECT_TRUE(items.sums_partials);
+  }
+  for (const char* name : {"conv_general", "conv_input_grad", "conv_filter_grad", "reduce_window_max", "select_and_scatter_add",
+                           "reduce_window_sum", "reduce_window_sum_transpose"})
+    EXPECT_EQ(items_of_primitive.count(name), 1u) << name << " is not a kernel of work items";
+  EXPECT_GT(items_of_primitive["conv_general"], 1u);
+  EXPECT_GT(items_of_primitive["conv_filter_grad"], 1u) << "one item: the partial sums are not tested";
+  EXPECT_NE(tessel::dump(step, x, w, b).find("work items"), std::string::npos);
+}
+
+TEST(ExecutedBlocks, FilterGradientSumsEveryThreadsRows) {
+  // dw[a, b, c, o] = sum over n, i, j of x[n, i + a - 1, j + b - 1, c] * r[n, i, j, o] (SAME, stride 1),
+  // made by several items whose threads' sums the executor adds; against the sum in double.
+  const auto f = [](auto x, auto w, auto r) {
+    return tessel::sum(tessel::conv_general<tessel::stride<1, 1>, tessel::padding::same>(x, w) * r);
+  };
+  const auto x = random_tensor<float, shape<16, 20, 20, 3>>(11);
+  const auto w = random_tensor<float, shape<3, 3, 3, 8>>(12);
+  const auto r = random_tensor<float, shape<16, 20, 20, 8>>(13);
+  const auto dw = tessel::jit(tessel::grad<1>(f))(x, w, r);
+  for (std::size_t a = 0; a < 3; ++a)
+    for (std::size_t bb = 0; bb < 3; ++bb)
+      for (std::size_t c = 0; c < 3; ++c)
+        for (std::size_t o = 0; o < 8; ++o) {
+          double want = 0, magnitude = 0;
+          for (std::size_t n = 0; n < 16; ++n)
+            for (std::size_t i = 0; i < 20; ++i)
+              for (std::size_t j = 0; j < 20; ++j) {
+                const long h = static_cast<long>(i + a) - 1, v = static_cast<long>(j + bb) - 1;
+                if (h < 0 || v < 0 || h >= 20 || v >= 20) continue;
+                const double t = static_cast<double>(x[((n * 20 + static_cast<std::size_t>(h)) * 20 + static_cast<std::size_t>(v)) * 3 + c]) *
+                                 r[((n * 20 + i) * 20 + j) * 8 + o];
+                want += t;
+                magnitude += std::abs(t);
+              }
+          ASSERT_NEAR(dw[((a * 3 + bb) * 3 + c) * 8 + o], want, 4 * 6400 * 0x1p-24 * magnitude + 1e-5) << a << bb << c << o;
+        }
 }
 
 TEST(HostTarget, FollowsTheMachinesCachesAndGemm) {

@@ -103,14 +103,40 @@ using elementwise_fn = void (*)(const node& n, const void* const* in, void* out,
 // operands[i]) and `out` the result, all in storage layout (row-major; bf16 as its 16 bits).
 using kernel_fn = void (*)(const node& n, const node* const* operands, const void* const* in, void* out);
 
-// A contraction that makes its result in blocks hands each finished block, elements [first, first +
-// count) in row-major order as f32, to a sink (from worker `thread`), instead of storing it: the
-// executor's sink runs the fused elementwise epilogue on the block while it is in cache.
+// A contraction whose elementwise epilogue is fused takes its result block by block: each finished
+// block, elements [first, first + count) in row-major order as f32, goes to a sink (from worker
+// `thread`) instead of into storage, and the executor's sink runs the epilogue on it while it is in cache.
 struct block_sink {
   void* context = nullptr;
   void (*consume)(void* context, std::size_t first, std::size_t count, const float* values, std::size_t thread) = nullptr;
 };
-using blocked_fn = void (*)(const node& n, const node* const* operands, const void* const* in, const block_sink& sink);
+
+// Kernels the executor threads as work items (convolutions and pooling windows; the GEMM has its own
+// grid): the primitive cuts its work into independent items for a thread count and a per-thread cache
+// budget (plan_items), and runs one item on one thread with that thread's scratch from the executor's
+// arena (run_item). Items run in any order, each exactly once, and allocate nothing.
+struct item_plan {
+  std::size_t items = 0;           // work items
+  std::size_t per_item = 1;        // what one item covers, in the primitive's unit (rows, images)
+  std::size_t scratch_floats = 0;  // scratch one thread's items use (64-byte aligned)
+  // Items add into a per-thread f32 accumulator of the result's size (zeroed first) rather than storing
+  // it; the executor sums the threads' accumulators and stores the total (a filter gradient's rows).
+  bool sums_partials = false;
+};
+using item_plan_fn = item_plan (*)(const node& n, const node* const* operands, std::size_t threads, std::size_t cache_bytes);
+// What one item is given: the node, its operands' nodes and storage, the result's storage (`out`), or
+// the sink taking the result's blocks when the epilogue is fused, and its thread's scratch and accumulator.
+struct item_args {
+  const node* n = nullptr;
+  const node* const* operands = nullptr;
+  const void* const* in = nullptr;
+  void* out = nullptr;
+  const block_sink* sink = nullptr;
+  float* scratch = nullptr;
+  float* partial = nullptr;
+  std::size_t thread = 0;
+};
+using item_fn = void (*)(const item_args& args, const item_plan& plan, std::size_t item);
 
 // The GEMM a contraction amounts to, batch x [m, k] . [k, n]: for flop counts and target tiling.
 struct gemm_extent {
@@ -143,7 +169,8 @@ struct primitive {
   prim_kind kind;
   elementwise_fn evaluate = nullptr;  // elementwise primitives
   kernel_fn run = nullptr;            // layout, reduce, contraction and generator primitives
-  blocked_fn run_blocked = nullptr;   // contractions other than dot_general (GEMM), with a fused epilogue
+  item_plan_fn plan_items = nullptr;  // kernels the executor threads in items (convolutions, pooling)
+  item_fn run_item = nullptr;
   extent_fn extent = nullptr;         // contractions
   reduce_row_fn reduce_row = nullptr;  // reductions that fuse into row kernels
   combine_fn combine = nullptr;

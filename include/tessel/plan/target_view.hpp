@@ -98,16 +98,35 @@ constexpr tiling::kernel_description describe_kernel(const P& p, int k) {
   }
 }
 
+// The node whose primitive kernel k runs in work items (convolutions and pooling windows, contraction
+// or layout kernels), or -1.
+template <class P>
+constexpr int item_node(const P& p, int k) {
+  const kernel& kr = p.kernels[static_cast<std::size_t>(k)];
+  const int id = kr.kind == kernel_kind::contraction ? kr.dot : kr.root;
+  if (kr.kind != kernel_kind::contraction && kr.kind != kernel_kind::layout) return -1;
+  return p.node(id).prim->plan_items != nullptr ? id : -1;
+}
+
+// The work items kernel k runs as on target t (its primitive's cut for t's cores and VMEM); the executor
+// runs exactly these, planned for targets::this_host() (run/implementation.hpp).
+template <class P>
+ir::item_plan items_of(const P& p, int k, const target& t) {
+  const ir::node& n = p.node(item_node(p, k));
+  const ir::node* operands[ir::max_operands]{};
+  for (std::size_t a = 0; a < n.arity; ++a) operands[a] = &p.node(n.operands[a]);
+  return n.prim->plan_items(n, operands, t.cores, t.vmem_bytes);
+}
+
 // Whether kernel k runs as a grid over blocks (loops, rows, columns and GEMMs); the others (layout
-// changes, generic reductions, copies, control, a convolution's own blocks) run whole.
+// changes, generic reductions, copies, control, and kernels of work items) run whole or as their items.
 template <class P>
 constexpr bool runs_on_grid(const P& p, int k) {
-  const kernel& kr = p.kernels[static_cast<std::size_t>(k)];
-  switch (kr.kind) {
+  switch (p.kernels[static_cast<std::size_t>(k)].kind) {
     case kernel_kind::loop:
     case kernel_kind::row:
     case kernel_kind::column: return true;
-    case kernel_kind::contraction: return p.node(kr.dot).prim->run_blocked == nullptr;
+    case kernel_kind::contraction: return item_node(p, k) < 0;
     default: return false;
   }
 }
@@ -132,6 +151,12 @@ std::string blocks_text(const P& p, const target& t) {
     os << "]";
   };
   for (int k = 0; k < p.kernel_count; ++k) {
+    if (item_node(p, k) >= 0) {
+      const ir::item_plan items = items_of(p, k, t);
+      os << "  kernel " << k << " " << name_of(p.kernels[static_cast<std::size_t>(k)].kind) << ": " << items.items << " work items, scratch " << plan_detail::human_bytes(items.scratch_floats * 4) << " per thread"
+         << (items.sums_partials ? ", partial sums added" : "") << "\n";
+      continue;
+    }
     if (!runs_on_grid(p, k)) continue;
     const tiling::block_plan b = blocks_of(p, k, t);
     os << "  kernel " << k << " " << name_of(p.kernels[static_cast<std::size_t>(k)].kind) << ": ";

@@ -14,11 +14,10 @@
 //   conv_general<stride<1, 1>, padding::same>(x, w)    // f32[8,28,28,1] * f32[3,3,1,32] -> f32[8,28,28,32]
 //   conv_general<stride<2, 2>, padding::valid>(x, w)   // f32[8,28,28,1] * f32[3,3,1,32] -> f32[8,13,13,32]
 //
-// Runs as an im2col into a per-thread scratch panel and a GEMM (kernels::select_gemm()) on the host's
-// threads. The planner makes it a contraction kernel whose elementwise epilogue (bias, relu) is fused: the
-// executor passes a block sink (run_blocked) that applies the epilogue to each block of rows while it is in
-// cache. The kernels call the host pool's parallel_for themselves, so they must run outside another
-// parallel_for, and allocate their scratch per call (the executor's arena has no scratch for them). Its
+// Runs as an im2col into a scratch panel and a GEMM (kernels::select_gemm()), in work items the executor
+// threads (ir::item_plan): blocks of output pixels sized to the thread's cache budget, with the thread's
+// scratch from the executor's arena. The planner makes it a contraction kernel whose elementwise epilogue
+// (bias, relu) is fused: each block goes to the executor's sink, which runs the epilogue on it in cache. Its
 // derivatives are two more primitives of this file, `conv_input_grad` (the transposed convolution: the
 // cotangent back to the input's shape) and `conv_filter_grad` (the correlation of input and cotangent). With
 // conv_general they form a closed set under VJP and JVP (all three are bilinear slices of one trilinear
@@ -37,9 +36,6 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
-#ifdef TESSEL_IMPLEMENTATION
-#include "tessel/kernels/thread_pool.hpp"  // the kernels' threads
-#endif
 
 namespace tessel {
 
@@ -167,13 +163,17 @@ constexpr ir::dims conv_output_shape(const ir::dims& x, const ir::dims& w, const
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
-// The three primitives' kernels, called through their descriptors. Declared here and defined below only
-// where TESSEL_IMPLEMENTATION is (the tessel library): im2col and its GEMM calls are compiled once.
-// operands: x, w (conv_general); ct, w (input_grad, the forward input's shape); x, ct (filter_grad).
-void run_conv_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
-void run_conv_general_blocked(const ir::node& n, const ir::node* const* operands, const void* const* in, const ir::block_sink& sink);
-void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
-void run_conv_filter_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+// The three primitives' kernels, threaded by the executor in work items (ir::item_plan): forward and
+// filter gradient in blocks of output pixels, the input gradient an image per item. Declared here and
+// defined below only where TESSEL_IMPLEMENTATION is (the tessel library): im2col and its GEMM calls are
+// compiled once. operands: x, w (conv_general); ct, w (input_grad, the forward input's shape); x, ct
+// (filter_grad).
+ir::item_plan conv_general_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void conv_general_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
+ir::item_plan conv_input_grad_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void conv_input_grad_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
+ir::item_plan conv_filter_grad_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void conv_filter_grad_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
 // An implicit GEMM: one row per output pixel, one column per output channel, KH*KW*C deep.
 constexpr ir::gemm_extent conv_general_extent(const ir::node& n, const ir::node& x, const ir::node& w) {
   const conv_geometry g = conv_geometry_of(x.shape, w.shape, n.shape, n.attr);
@@ -182,9 +182,6 @@ constexpr ir::gemm_extent conv_general_extent(const ir::node& n, const ir::node&
 
 #ifdef TESSEL_IMPLEMENTATION
 namespace conv_detail {
-
-// Rows of the scratch panel per work item: about 256 KiB of f32 patches (an L2 share).
-inline constexpr std::size_t panel_floats = 64 * 1024;
 
 // The filter taps [first, last) of one axis that land inside [0, size) from base position `origin`.
 inline void valid_taps(std::ptrdiff_t origin, std::size_t dilation, std::size_t taps, std::size_t size, std::size_t& first,
@@ -318,154 +315,150 @@ inline void store(ir::dtype_code dtype, const float* src, std::size_t count, voi
   }
 }
 
-// Per-thread scratch for one run: GEMM panels plus `extra` floats, 64-byte aligned. Allocated per call,
-// like run_dot_general's (the executor's arena has no slot for whole-buffer kernels yet).
-class thread_scratch {
- public:
-  thread_scratch(std::size_t threads, std::size_t extra)
-      : gemm_floats_(kernels::gemm_scratch_floats()),
-        stride_((gemm_floats_ + extra + 15) / 16 * 16),
-        mem_(static_cast<float*>(::operator new (threads* stride_ * sizeof(float), std::align_val_t{64}))) {}
-  ~thread_scratch() { ::operator delete (mem_, std::align_val_t{64}); }
-  thread_scratch(const thread_scratch&) = delete;
-  thread_scratch& operator=(const thread_scratch&) = delete;
-  float* gemm(std::size_t t) const { return mem_ + t * stride_; }
-  float* extra(std::size_t t) const { return mem_ + t * stride_ + gemm_floats_; }
-
- private:
-  std::size_t gemm_floats_;
-  std::size_t stride_;
-  float* mem_;
-};
-
 inline std::size_t elem_size(ir::dtype_code d) { return d == ir::dtype_code::bf16 ? 2 : 4; }
+// Scratch regions start on 64-byte boundaries.
+constexpr std::size_t aligned(std::size_t floats) { return (floats + 15) / 16 * 16; }
 
-// Rows per work item: the panel budget, but at least a micro-kernel's worth, and leaving every thread
-// a few items so the split balances.
-inline std::size_t chunk_rows(std::size_t rows, std::size_t width, std::size_t threads) {
-  std::size_t r = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1), kernels::blocking_of().mr);
+// Floats of im2col panel per item: half the thread's cache budget (the GEMM's packed panels and the
+// result block take the rest).
+inline std::size_t panel_floats(std::size_t cache_bytes) { return std::max<std::size_t>(cache_bytes / 8, 4096); }
+
+// Rows per item: the panel budget, but at least a micro-kernel's worth, and leaving every thread a few
+// items so the split balances.
+inline std::size_t chunk_rows(std::size_t rows, std::size_t width, std::size_t threads, std::size_t cache_bytes) {
+  std::size_t r = std::max<std::size_t>(panel_floats(cache_bytes) / std::max<std::size_t>(width, 1), kernels::blocking_of().mr);
   const std::size_t share = (rows + 4 * threads - 1) / (4 * threads);
   r = std::min(r, std::max<std::size_t>(share, 64));
   return std::max<std::size_t>(std::min(r, rows), 1);
 }
 
-// y[rows, O] = patches(x)[rows, KH*KW*C] . w[KH*KW*C, O]; with a sink, each chunk of rows goes to it
-// (as f32) instead of into y.
+// An item's scratch: the GEMM's packed panels, then the patch panel, then a result block.
+struct scratch_layout {
+  float* gemm;
+  float* panel;
+  float* block;
+};
+inline scratch_layout layout_of(float* scratch, std::size_t panel) {
+  const std::size_t g = aligned(kernels::gemm_scratch_floats());
+  return {scratch, scratch + g, scratch + g + aligned(panel)};
+}
+
+// Rows [r0, r0 + count) of y[rows, O] = patches(x)[rows, KH*KW*C] . w[KH*KW*C, O], to the sink as f32
+// when the epilogue is fused, else into y.
 template <class T>
-void forward(const conv_geometry& g, const T* x, const void* w, ir::dtype_code dtype, void* y, const ir::block_sink* sink = nullptr) {
-  kernels::thread_pool& pool = kernels::thread_pool::host();
-  const std::size_t rows = g.rows(), width = g.patch(), chunk = chunk_rows(rows, width, pool.size());
-  const bool f32_out = dtype == ir::dtype_code::f32 && sink == nullptr;
-  thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : chunk * g.o));
+void forward_rows(const conv_geometry& g, const T* x, const void* w, ir::dtype_code dtype, void* y, const ir::item_args& a,
+                  std::size_t r0, std::size_t count, std::size_t chunk) {
+  const std::size_t width = g.patch();
+  const scratch_layout s = layout_of(a.scratch, chunk * width);
+  im2col(g, x, r0, count, s.panel, false);
+  const kernels::matrix_view patches{s.panel, width, 1, false};
   const kernels::matrix_view filter{w, g.o, 1, dtype == ir::dtype_code::bf16};
-  pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
-    float* patches = scratch.extra(t);
-    for (std::size_t item = begin; item < end; ++item) {
-      const std::size_t r0 = item * chunk, count = std::min(chunk, rows - r0);
-      im2col(g, x, r0, count, patches, false);
-      const kernels::matrix_view a{patches, width, 1, false};
-      float* c = f32_out ? static_cast<float*>(y) + r0 * g.o : patches + chunk * width;
-      kernels::select_gemm()(a, filter, 0, count, g.o, width, c, g.o, scratch.gemm(t));
-      if (sink != nullptr) sink->consume(sink->context, r0 * g.o, count * g.o, c, t);
-      else if (!f32_out) store(dtype, c, count * g.o, static_cast<bfloat16*>(y) + r0 * g.o);
-    }
-  });
+  const bool direct = a.sink == nullptr && dtype == ir::dtype_code::f32;
+  float* c = direct ? static_cast<float*>(y) + r0 * g.o : s.block;
+  kernels::select_gemm()(patches, filter, 0, count, g.o, width, c, g.o, s.gemm);
+  if (a.sink != nullptr) a.sink->consume(a.sink->context, r0 * g.o, count * g.o, c, a.thread);
+  else if (!direct) store(dtype, c, count * g.o, static_cast<bfloat16*>(y) + r0 * g.o);
 }
 
-// dx = col2im(ct[rows, O] . w^T[O, KH*KW*C]); one image per work item (col2im adds into it).
+// Image `image` of dx = col2im(ct[rows, O] . w^T[O, KH*KW*C]), `pass` rows of ct per GEMM call.
 template <class T>
-void input_grad(const conv_geometry& g, const T* ct, const void* w, ir::dtype_code dtype, void* dx) {
-  kernels::thread_pool& pool = kernels::thread_pool::host();
-  const std::size_t per_image = g.oh * g.ow, width = g.patch(), image = g.h * g.w * g.c;
-  const std::size_t chunk = std::max<std::size_t>(std::min(per_image, panel_floats / std::max<std::size_t>(width, 1)), 1);
+void input_grad_image(const conv_geometry& g, const T* ct, const void* w, ir::dtype_code dtype, void* dx, float* scratch,
+                      std::size_t image, std::size_t pass) {
+  const std::size_t per_image = g.oh * g.ow, width = g.patch(), size = g.h * g.w * g.c;
+  const scratch_layout s = layout_of(scratch, pass * width);
   const bool f32_out = dtype == ir::dtype_code::f32;
-  thread_scratch scratch(pool.size(), chunk * width + (f32_out ? 0 : image));
+  float* acc = f32_out ? static_cast<float*>(dx) + image * size : s.block;
+  std::fill(acc, acc + size, 0.0f);
   const kernels::matrix_view filter_t{w, 1, g.o, dtype == ir::dtype_code::bf16};
-  pool.parallel_for(g.n, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
-    float* panel = scratch.extra(t);
-    for (std::size_t n = begin; n < end; ++n) {
-      float* acc = f32_out ? static_cast<float*>(dx) + n * image : panel + chunk * width;
-      std::fill(acc, acc + image, 0.0f);
-      for (std::size_t done = 0; done < per_image; done += chunk) {
-        const std::size_t r0 = n * per_image + done, count = std::min(chunk, per_image - done);
-        const kernels::matrix_view a{ct + r0 * g.o, g.o, 1, dtype == ir::dtype_code::bf16};
-        kernels::select_gemm()(a, filter_t, 0, count, width, g.o, panel, width, scratch.gemm(t));
-        col2im_add(g, panel, r0, count, acc, n * image);
-      }
-      if (!f32_out) store(dtype, acc, image, static_cast<bfloat16*>(dx) + n * image);
-    }
-  });
+  for (std::size_t done = 0; done < per_image; done += pass) {
+    const std::size_t r0 = image * per_image + done, count = std::min(pass, per_image - done);
+    const kernels::matrix_view a{ct + r0 * g.o, g.o, 1, dtype == ir::dtype_code::bf16};
+    kernels::select_gemm()(a, filter_t, 0, count, width, g.o, s.panel, width, s.gemm);
+    col2im_add(g, s.panel, r0, count, acc, image * size);
+  }
+  if (!f32_out) store(dtype, acc, size, static_cast<bfloat16*>(dx) + image * size);
 }
 
-// dw[KH*KW*C, O] = patches(x)^T . ct[rows, O], each thread summing its share of the rows.
+// Rows [r0, r0 + count) of dw[KH*KW*C, O] = patches(x)^T . ct[rows, O], added into the thread's partial sum.
 template <class T>
-void filter_grad(const conv_geometry& g, const T* x, const void* ct, ir::dtype_code dtype, void* dw) {
-  kernels::thread_pool& pool = kernels::thread_pool::host();
-  const std::size_t rows = g.rows(), width = g.patch(), out = width * g.o;
-  const std::size_t kc = kernels::blocking_of().kc;
-  // Whole K blocks of the GEMM (its contraction runs over the rows here).
-  std::size_t chunk = std::max<std::size_t>(panel_floats / std::max<std::size_t>(width, 1) / kc, 1) * kc;
-  chunk = std::min(chunk, std::max<std::size_t>((rows + 2 * pool.size() - 1) / (2 * pool.size()), kc));
-  chunk = std::max<std::size_t>(std::min(chunk, rows), 1);
-  const std::size_t threads = pool.size();
-  thread_scratch scratch(threads, chunk * width + 2 * out);
-  for (std::size_t t = 0; t < threads; ++t) std::fill_n(scratch.extra(t) + chunk * width + out, out, 0.0f);
-  const std::size_t ct_elem = elem_size(dtype);
-  pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
-    float* patches_t = scratch.extra(t);  // [width, count]: the GEMM's A, read row-major
-    float* partial = patches_t + chunk * width;
-    float* acc = partial + out;
-    for (std::size_t item = begin; item < end; ++item) {
-      const std::size_t r0 = item * chunk, count = std::min(chunk, rows - r0);
-      im2col(g, x, r0, count, patches_t, true);
-      const kernels::matrix_view a{patches_t, count, 1, false};
-      const kernels::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * ct_elem, g.o, 1,
-                                   dtype == ir::dtype_code::bf16};
-      kernels::select_gemm()(a, b, 0, width, g.o, count, partial, g.o, scratch.gemm(t));
-      for (std::size_t i = 0; i < out; ++i) acc[i] += partial[i];
-    }
-  });
-  float* total = scratch.extra(0) + chunk * width + out;
-  for (std::size_t t = 1; t < threads; ++t) {  // threads that got no rows hold zeros
-    const float* other = scratch.extra(t) + chunk * width + out;
-    for (std::size_t i = 0; i < out; ++i) total[i] += other[i];
-  }
-  store(dtype, total, out, dw);
+void filter_grad_rows(const conv_geometry& g, const T* x, const void* ct, ir::dtype_code dtype, const ir::item_args& a,
+                      std::size_t r0, std::size_t count, std::size_t chunk) {
+  const std::size_t width = g.patch(), out = width * g.o;
+  const scratch_layout s = layout_of(a.scratch, chunk * width);
+  im2col(g, x, r0, count, s.panel, true);  // [width, count]: the GEMM's A, read row-major
+  const kernels::matrix_view patches_t{s.panel, count, 1, false};
+  const kernels::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * elem_size(dtype), g.o, 1,
+                               dtype == ir::dtype_code::bf16};
+  kernels::select_gemm()(patches_t, b, 0, width, g.o, count, s.block, g.o, s.gemm);
+  for (std::size_t i = 0; i < out; ++i) a.partial[i] += s.block[i];
+}
+
+// Calls f with a null pointer of the operands' element type (f32 or bf16).
+template <class F>
+void typed(ir::dtype_code dtype, F f) {
+  if (dtype == ir::dtype_code::bf16) f(static_cast<const bfloat16*>(nullptr));
+  else f(static_cast<const float*>(nullptr));
 }
 
 }  // namespace conv_detail
 
 // operands: x, w.
-void run_conv_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+ir::item_plan conv_general_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes) {
   const conv_geometry g = conv_geometry_of(operands[0]->shape, operands[1]->shape, n.shape, n.attr);
-  if (n.operand_dtype == ir::dtype_code::bf16)
-    conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
-  else
-    conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+  const std::size_t rows = g.rows(), width = g.patch();
+  const std::size_t chunk = conv_detail::chunk_rows(rows, width, threads, cache_bytes);
+  return {.items = (rows + chunk - 1) / chunk,
+          .per_item = chunk,
+          .scratch_floats = conv_detail::aligned(kernels::gemm_scratch_floats()) + conv_detail::aligned(chunk * width) + chunk * g.o};
 }
-// The same, handing blocks of the result to the executor's fused epilogue.
-void run_conv_general_blocked(const ir::node& n, const ir::node* const* operands, const void* const* in, const ir::block_sink& sink) {
-  const conv_geometry g = conv_geometry_of(operands[0]->shape, operands[1]->shape, n.shape, n.attr);
-  if (n.operand_dtype == ir::dtype_code::bf16)
-    conv_detail::forward(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, nullptr, &sink);
-  else
-    conv_detail::forward(g, static_cast<const float*>(in[0]), in[1], n.dtype, nullptr, &sink);
+void conv_general_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const conv_geometry g = conv_geometry_of(a.operands[0]->shape, a.operands[1]->shape, a.n->shape, a.n->attr);
+  const std::size_t r0 = item * plan.per_item, count = std::min(plan.per_item, g.rows() - r0);
+  conv_detail::typed(a.n->operand_dtype, [&]<class T>(const T*) {
+    conv_detail::forward_rows(g, static_cast<const T*>(a.in[0]), a.in[1], a.n->dtype, a.out, a, r0, count, plan.per_item);
+  });
 }
-// operands: ct (the forward result's shape), w; the result has the forward input's shape.
-void run_conv_input_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+
+// operands: ct (the forward result's shape), w; the result has the forward input's shape. One image per
+// item (col2im adds into it), in passes of rows that fill the panel.
+ir::item_plan conv_input_grad_items(const ir::node& n, const ir::node* const* operands, std::size_t, std::size_t cache_bytes) {
   const conv_geometry g = conv_geometry_of(n.shape, operands[1]->shape, operands[0]->shape, n.attr);
-  if (n.operand_dtype == ir::dtype_code::bf16)
-    conv_detail::input_grad(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
-  else
-    conv_detail::input_grad(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+  const std::size_t width = g.patch();
+  const std::size_t pass = std::max<std::size_t>(std::min(g.oh * g.ow, conv_detail::panel_floats(cache_bytes) / std::max<std::size_t>(width, 1)), 1);
+  const bool f32_out = n.dtype == ir::dtype_code::f32;
+  return {.items = g.n,
+          .per_item = pass,
+          .scratch_floats = conv_detail::aligned(kernels::gemm_scratch_floats()) + conv_detail::aligned(pass * width) +
+                            (f32_out ? 0 : g.h * g.w * g.c)};
 }
-// operands: x, ct; the result has the filter's shape.
-void run_conv_filter_grad(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
+void conv_input_grad_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const conv_geometry g = conv_geometry_of(a.n->shape, a.operands[1]->shape, a.operands[0]->shape, a.n->attr);
+  conv_detail::typed(a.n->operand_dtype, [&]<class T>(const T*) {
+    conv_detail::input_grad_image(g, static_cast<const T*>(a.in[0]), a.in[1], a.n->dtype, a.out, a.scratch, item, plan.per_item);
+  });
+}
+
+// operands: x, ct; the result has the filter's shape. Each thread sums its items' rows into its partial
+// result, which the executor adds up.
+ir::item_plan conv_filter_grad_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes) {
   const conv_geometry g = conv_geometry_of(operands[0]->shape, n.shape, operands[1]->shape, n.attr);
-  if (n.operand_dtype == ir::dtype_code::bf16)
-    conv_detail::filter_grad(g, static_cast<const bfloat16*>(in[0]), in[1], n.dtype, out);
-  else
-    conv_detail::filter_grad(g, static_cast<const float*>(in[0]), in[1], n.dtype, out);
+  const std::size_t rows = g.rows(), width = g.patch();
+  const std::size_t kc = kernels::blocking_of().kc;
+  // Whole K blocks of the GEMM (its contraction runs over the rows here).
+  std::size_t chunk = std::max<std::size_t>(conv_detail::panel_floats(cache_bytes) / std::max<std::size_t>(width, 1) / kc, 1) * kc;
+  chunk = std::min(chunk, std::max<std::size_t>((rows + 2 * threads - 1) / (2 * threads), kc));
+  chunk = std::max<std::size_t>(std::min(chunk, rows), 1);
+  return {.items = (rows + chunk - 1) / chunk,
+          .per_item = chunk,
+          .scratch_floats = conv_detail::aligned(kernels::gemm_scratch_floats()) + conv_detail::aligned(chunk * width) + width * g.o,
+          .sums_partials = true};
+}
+void conv_filter_grad_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const conv_geometry g = conv_geometry_of(a.operands[0]->shape, a.n->shape, a.operands[1]->shape, a.n->attr);
+  const std::size_t r0 = item * plan.per_item, count = std::min(plan.per_item, g.rows() - r0);
+  conv_detail::typed(a.n->operand_dtype, [&]<class T>(const T*) {
+    conv_detail::filter_grad_rows(g, static_cast<const T*>(a.in[0]), a.in[1], a.n->dtype, a, r0, count, plan.per_item);
+  });
 }
 #endif  // TESSEL_IMPLEMENTATION
 
@@ -542,12 +535,12 @@ constexpr int conv_input_grad_batch(ir::graph_builder& g, const ir::node& n, con
 }
 
 // conv_general is a contraction (its elementwise consumers fuse into its blocks, as a GEMM's do); its
-// gradients are whole-buffer kernels.
+// gradients are kernels of their own. All three run in work items.
 // flops_per_element is per result element and conv's depends on the filter, so dump counts none.
 inline constexpr ir::primitive conv_general_p{.name = "conv_general",
                                               .kind = ir::prim_kind::contraction,
-                                              .run = &run_conv_general,
-                                              .run_blocked = &run_conv_general_blocked,
+                                              .plan_items = &conv_general_items,
+                                              .run_item = &conv_general_item,
                                               .extent = &conv_general_extent,
                                               .vjp = &conv_general_vjp,
                                               .jvp = &conv_general_jvp,
@@ -555,14 +548,16 @@ inline constexpr ir::primitive conv_general_p{.name = "conv_general",
                                               .flops_per_element = 0};
 inline constexpr ir::primitive conv_input_grad_p{.name = "conv_input_grad",
                                                  .kind = ir::prim_kind::layout,
-                                                 .run = &run_conv_input_grad,
+                                                 .plan_items = &conv_input_grad_items,
+                                                 .run_item = &conv_input_grad_item,
                                                  .vjp = &conv_input_grad_vjp,
                                                  .jvp = &conv_input_grad_jvp,
                                                  .batch = &conv_input_grad_batch,
                                                  .flops_per_element = 0};
 inline constexpr ir::primitive conv_filter_grad_p{.name = "conv_filter_grad",
                                                   .kind = ir::prim_kind::layout,
-                                                  .run = &run_conv_filter_grad,
+                                                  .plan_items = &conv_filter_grad_items,
+                                                  .run_item = &conv_filter_grad_item,
                                                   .vjp = &conv_filter_grad_vjp,
                                                   .jvp = &conv_filter_grad_jvp,
                                                   .batch = &batching::unrolled,

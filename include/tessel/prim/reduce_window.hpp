@@ -15,7 +15,7 @@
 // the window (jax.example_libraries.stax.AvgPool, PyTorch's count_include_pad=False).
 // sum_pool: the window sums. f32 and bf16 (computed in f32; the result has the operand's dtype).
 //
-// Whole-buffer (layout) kernels, split over the host pool like conv_general's (same caveats).
+// Layout kernels, run in work items the executor threads, like conv_general's.
 // Primitives (lax's names): reduce_window_max, with select_and_scatter_add (its VJP) and
 // select_and_gather_add (its JVP), which transpose into each other; reduce_window_sum (scaled by the
 // divisor rule, so avg_pool is one node) and its transpose. Derivatives of any order exist.
@@ -27,15 +27,11 @@
 #include <limits>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
-#ifdef TESSEL_IMPLEMENTATION
-#include "tessel/kernels/thread_pool.hpp"  // the kernels' threads
-#endif
 #include "tessel/prim/conv_general.hpp"
 
 namespace tessel {
@@ -88,13 +84,22 @@ constexpr ir::dims pool_output_shape(const ir::dims& x, const ir::attributes& a)
   return out;
 }
 
-// The pooling kernels, called through their descriptors. Declared here and defined below only where
-// TESSEL_IMPLEMENTATION is (the tessel library), so the window loops for each dtype are compiled once.
-void run_reduce_window_max(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
-void run_select_and_gather_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
-void run_select_and_scatter_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
-void run_reduce_window_sum(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
-void run_reduce_window_sum_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out);
+// The pooling kernels, threaded by the executor in work items (ir::item_plan): blocks of output rows for
+// the pooled-shape results, blocks of images for the input-shaped (scatter) ones. Declared here and
+// defined below only where TESSEL_IMPLEMENTATION is (the tessel library), so the window loops for each
+// dtype are compiled once. operands: x (reduce_window_max, reduce_window_sum); t, x
+// (select_and_gather_add); ct, x (select_and_scatter_add); ct (reduce_window_sum_transpose).
+ir::item_plan reduce_window_max_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void reduce_window_max_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
+ir::item_plan select_and_gather_add_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void select_and_gather_add_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
+ir::item_plan select_and_scatter_add_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void select_and_scatter_add_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
+ir::item_plan reduce_window_sum_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes);
+void reduce_window_sum_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
+ir::item_plan reduce_window_sum_transpose_items(const ir::node& n, const ir::node* const* operands, std::size_t threads,
+                                                std::size_t cache_bytes);
+void reduce_window_sum_transpose_item(const ir::item_args& args, const ir::item_plan& plan, std::size_t item);
 
 #ifdef TESSEL_IMPLEMENTATION
 namespace pool_detail {
@@ -159,39 +164,52 @@ void put(T* out, std::size_t i, float v) {
     out[i] = T(v);
 }
 
-// Output-shaped kernels: work split over rows (n, i) of the result.
-template <class Body>
-void for_output_rows(const pool_geometry& g, std::size_t scratch_floats, Body body) {
-  kernels::thread_pool& pool = kernels::thread_pool::host();
+// One item of a kernel: which, of what plan, with its thread's scratch.
+struct item_ref {
+  const ir::item_plan& plan;
+  std::size_t item;
+  float* scratch;
+};
+constexpr std::size_t aligned(std::size_t floats) { return (floats + 15) / 16 * 16; }
+
+// Output-shaped kernels: items of output rows (n, i), about 4096 outputs each; scratch for one pixel's
+// channels (the best values and where they are).
+inline ir::item_plan output_rows_plan(const pool_geometry& g) {
   const std::size_t rows = g.n * g.oh;
-  const std::size_t grain = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(g.ow * g.c, 1));
-  pool.parallel_for(rows, grain, [&](std::size_t begin, std::size_t end, std::size_t) {
-    std::vector<float> scratch(scratch_floats);
-    std::vector<std::size_t> where(scratch_floats);
-    for (std::size_t r = begin; r < end; ++r) body(r / g.oh, r % g.oh, scratch.data(), where.data());
-  });
+  const std::size_t per_item = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(g.ow * g.c, 1));
+  return {.items = (rows + per_item - 1) / per_item, .per_item = per_item, .scratch_floats = 3 * aligned(g.c)};
+}
+template <class Body>
+void for_output_rows(const pool_geometry& g, const item_ref& r, Body body) {
+  const std::size_t rows = g.n * g.oh, first = r.item * r.plan.per_item, last = std::min(rows, first + r.plan.per_item);
+  float* best = r.scratch;
+  auto* where = reinterpret_cast<std::size_t*>(r.scratch + aligned(g.c));
+  for (std::size_t row = first; row < last; ++row) body(row / g.oh, row % g.oh, best, where);
 }
 
-// Input-shaped (scatter) kernels: one image per work item, accumulated in f32 (acc holds image n).
+// Input-shaped (scatter) kernels: items of images, a few per thread, each accumulated in f32 in scratch.
+inline ir::item_plan images_plan(const pool_geometry& g, std::size_t threads) {
+  const std::size_t per_item = std::max<std::size_t>(1, g.n / (4 * std::max<std::size_t>(threads, 1)));
+  return {.items = (g.n + per_item - 1) / per_item,
+          .per_item = per_item,
+          .scratch_floats = aligned(g.h * g.w * g.c) + 3 * aligned(g.c)};
+}
 template <class T, class Body>
-void for_images(const pool_geometry& g, T* out, Body body) {
-  kernels::thread_pool& pool = kernels::thread_pool::host();
-  const std::size_t image = g.h * g.w * g.c;
-  const std::size_t grain = std::max<std::size_t>(1, g.n / (4 * pool.size()));  // a few chunks per thread, one buffer each
-  pool.parallel_for(g.n, grain, [&](std::size_t begin, std::size_t end, std::size_t) {
-    std::vector<float> acc(image), best(g.c);
-    std::vector<std::size_t> where(g.c);
-    for (std::size_t n = begin; n < end; ++n) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      body(n, acc.data(), best.data(), where.data());
-      for (std::size_t i = 0; i < image; ++i) put(out, n * image + i, acc[i]);
-    }
-  });
+void for_images(const pool_geometry& g, const item_ref& r, T* out, Body body) {
+  const std::size_t image = g.h * g.w * g.c, first = r.item * r.plan.per_item, last = std::min(g.n, first + r.plan.per_item);
+  float* acc = r.scratch;
+  float* best = acc + aligned(image);
+  auto* where = reinterpret_cast<std::size_t*>(best + aligned(g.c));
+  for (std::size_t n = first; n < last; ++n) {
+    std::fill(acc, acc + image, 0.0f);
+    body(n, acc, best, where);
+    for (std::size_t i = 0; i < image; ++i) put(out, n * image + i, acc[i]);
+  }
 }
 
 template <class T>
-void max_forward(const pool_geometry& g, const T* x, T* y) {
-  for_output_rows(g, g.c, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
+void max_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
     for (std::size_t j = 0; j < g.ow; ++j) {
       select(g, x, n, i, j, best, where);
       for (std::size_t k = 0; k < g.c; ++k) put(y, ((n * g.oh + i) * g.ow + j) * g.c + k, best[k]);
@@ -201,8 +219,8 @@ void max_forward(const pool_geometry& g, const T* x, T* y) {
 
 // y[o] = t[selected(x, o)]
 template <class T>
-void gather(const pool_geometry& g, const T* t, const T* x, T* y) {
-  for_output_rows(g, g.c, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
+void gather(const pool_geometry& g, const item_ref& r, const T* t, const T* x, T* y) {
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
     for (std::size_t j = 0; j < g.ow; ++j) {
       select(g, x, n, i, j, best, where);
       for (std::size_t k = 0; k < g.c; ++k)
@@ -213,8 +231,8 @@ void gather(const pool_geometry& g, const T* t, const T* x, T* y) {
 
 // dx[selected(x, o)] += ct[o]
 template <class T>
-void scatter(const pool_geometry& g, const T* ct, const T* x, T* dx) {
-  for_images(g, dx, [&](std::size_t n, float* acc, float* best, std::size_t* where) {
+void scatter(const pool_geometry& g, const item_ref& r, const T* ct, const T* x, T* dx) {
+  for_images(g, r, dx, [&](std::size_t n, float* acc, float* best, std::size_t* where) {
     for (std::size_t i = 0; i < g.oh; ++i)
       for (std::size_t j = 0; j < g.ow; ++j) {
         select(g, x, n, i, j, best, where);
@@ -227,8 +245,8 @@ void scatter(const pool_geometry& g, const T* ct, const T* x, T* dx) {
 
 // y[o] = sum of x over o's window / divisor(o)
 template <class T>
-void sum_forward(const pool_geometry& g, const T* x, T* y) {
-  for_output_rows(g, g.c, [&](std::size_t n, std::size_t i, float* acc, std::size_t*) {
+void sum_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* acc, std::size_t*) {
     for (std::size_t j = 0; j < g.ow; ++j) {
       const window_span s = span_of(g, i, j);
       std::fill_n(acc, g.c, 0.0f);
@@ -245,8 +263,8 @@ void sum_forward(const pool_geometry& g, const T* x, T* y) {
 
 // dx[i] = sum over the windows o holding i of ct[o] / divisor(o)
 template <class T>
-void sum_transpose(const pool_geometry& g, const T* ct, T* dx) {
-  for_images(g, dx, [&](std::size_t n, float* acc, float*, std::size_t*) {
+void sum_transpose(const pool_geometry& g, const item_ref& r, const T* ct, T* dx) {
+  for_images(g, r, dx, [&](std::size_t n, float* acc, float*, std::size_t*) {
     for (std::size_t i = 0; i < g.oh; ++i)
       for (std::size_t j = 0; j < g.ow; ++j) {
         const window_span s = span_of(g, i, j);
@@ -273,37 +291,57 @@ void typed(ir::dtype_code dtype, F f) {
 }  // namespace pool_detail
 
 // operands: x.
-void run_reduce_window_max(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  const pool_geometry g = pool_geometry_of(operands[0]->shape, n.shape, n.attr);
-  pool_detail::typed(n.dtype,
-                     [&]<class T>(const T*) { pool_detail::max_forward(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
+ir::item_plan reduce_window_max_items(const ir::node& n, const ir::node* const* operands, std::size_t, std::size_t) {
+  return pool_detail::output_rows_plan(pool_geometry_of(operands[0]->shape, n.shape, n.attr));
+}
+void reduce_window_max_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const pool_geometry g = pool_geometry_of(a.operands[0]->shape, a.n->shape, a.n->attr);
+  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+    pool_detail::max_forward(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<T*>(a.out));
+  });
 }
 // operands: t (x's shape), x; the result has the pooled shape.
-void run_select_and_gather_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  const pool_geometry g = pool_geometry_of(operands[1]->shape, n.shape, n.attr);
-  pool_detail::typed(n.dtype, [&]<class T>(const T*) {
-    pool_detail::gather(g, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out));
+ir::item_plan select_and_gather_add_items(const ir::node& n, const ir::node* const* operands, std::size_t, std::size_t) {
+  return pool_detail::output_rows_plan(pool_geometry_of(operands[1]->shape, n.shape, n.attr));
+}
+void select_and_gather_add_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const pool_geometry g = pool_geometry_of(a.operands[1]->shape, a.n->shape, a.n->attr);
+  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+    pool_detail::gather(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<const T*>(a.in[1]),
+                        static_cast<T*>(a.out));
   });
 }
 // operands: ct (the pooled shape), x; the result has x's shape.
-void run_select_and_scatter_add(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  const pool_geometry g = pool_geometry_of(operands[1]->shape, operands[0]->shape, n.attr);
-  pool_detail::typed(n.dtype, [&]<class T>(const T*) {
-    pool_detail::scatter(g, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out));
+ir::item_plan select_and_scatter_add_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t) {
+  return pool_detail::images_plan(pool_geometry_of(operands[1]->shape, operands[0]->shape, n.attr), threads);
+}
+void select_and_scatter_add_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const pool_geometry g = pool_geometry_of(a.operands[1]->shape, a.operands[0]->shape, a.n->attr);
+  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+    pool_detail::scatter(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<const T*>(a.in[1]),
+                         static_cast<T*>(a.out));
   });
 }
 // operands: x.
-void run_reduce_window_sum(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  const pool_geometry g = pool_geometry_of(operands[0]->shape, n.shape, n.attr);
-  pool_detail::typed(n.dtype,
-                     [&]<class T>(const T*) { pool_detail::sum_forward(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
+ir::item_plan reduce_window_sum_items(const ir::node& n, const ir::node* const* operands, std::size_t, std::size_t) {
+  return pool_detail::output_rows_plan(pool_geometry_of(operands[0]->shape, n.shape, n.attr));
+}
+void reduce_window_sum_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const pool_geometry g = pool_geometry_of(a.operands[0]->shape, a.n->shape, a.n->attr);
+  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+    pool_detail::sum_forward(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<T*>(a.out));
+  });
 }
 // operands: ct (the pooled shape); the result has the pooled input's shape.
-void run_reduce_window_sum_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in,
-                                            void* out) {
-  const pool_geometry g = pool_geometry_of(n.shape, operands[0]->shape, n.attr);
-  pool_detail::typed(
-      n.dtype, [&]<class T>(const T*) { pool_detail::sum_transpose(g, static_cast<const T*>(in[0]), static_cast<T*>(out)); });
+ir::item_plan reduce_window_sum_transpose_items(const ir::node& n, const ir::node* const* operands, std::size_t threads,
+                                                std::size_t) {
+  return pool_detail::images_plan(pool_geometry_of(n.shape, operands[0]->shape, n.attr), threads);
+}
+void reduce_window_sum_transpose_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const pool_geometry g = pool_geometry_of(a.n->shape, a.operands[0]->shape, a.n->attr);
+  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+    pool_detail::sum_transpose(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<T*>(a.out));
+  });
 }
 #endif  // TESSEL_IMPLEMENTATION
 
@@ -375,32 +413,37 @@ constexpr int pool_batch(ir::graph_builder& g, const ir::node& n, const std::arr
 
 inline constexpr ir::primitive reduce_window_max_p{.name = "reduce_window_max",
                                                    .kind = ir::prim_kind::layout,
-                                                   .run = &run_reduce_window_max,
+                                                   .plan_items = &reduce_window_max_items,
+                                                   .run_item = &reduce_window_max_item,
                                                    .vjp = &reduce_window_max_vjp,
                                                    .jvp = &reduce_window_max_jvp,
                                                    .batch = &pool_batch};
 inline constexpr ir::primitive select_and_scatter_add_p{.name = "select_and_scatter_add",
                                                         .kind = ir::prim_kind::layout,
-                                                        .run = &run_select_and_scatter_add,
+                                                        .plan_items = &select_and_scatter_add_items,
+                                                        .run_item = &select_and_scatter_add_item,
                                                         .vjp = &select_and_scatter_add_vjp,
                                                         .jvp = &select_and_scatter_add_jvp,
                                                         .batch = &pool_batch};
 inline constexpr ir::primitive select_and_gather_add_p{.name = "select_and_gather_add",
                                                        .kind = ir::prim_kind::layout,
-                                                       .run = &run_select_and_gather_add,
+                                                       .plan_items = &select_and_gather_add_items,
+                                                       .run_item = &select_and_gather_add_item,
                                                        .vjp = &select_and_gather_add_vjp,
                                                        .jvp = &select_and_gather_add_jvp,
                                                        .batch = &pool_batch,
                                                        .flops_per_element = 0};
 inline constexpr ir::primitive reduce_window_sum_p{.name = "reduce_window_sum",
                                                    .kind = ir::prim_kind::layout,
-                                                   .run = &run_reduce_window_sum,
+                                                   .plan_items = &reduce_window_sum_items,
+                                                   .run_item = &reduce_window_sum_item,
                                                    .vjp = &reduce_window_sum_vjp,
                                                    .jvp = &reduce_window_sum_jvp,
                                                    .batch = &pool_batch};
 inline constexpr ir::primitive reduce_window_sum_transpose_p{.name = "reduce_window_sum_transpose",
                                                              .kind = ir::prim_kind::layout,
-                                                             .run = &run_reduce_window_sum_transpose,
+                                                             .plan_items = &reduce_window_sum_transpose_items,
+                                                             .run_item = &reduce_window_sum_transpose_item,
                                                              .vjp = &reduce_window_sum_transpose_vjp,
                                                              .jvp = &reduce_window_sum_transpose_jvp,
                                                              .batch = &pool_batch};

@@ -61,6 +61,9 @@ struct kernel_grid {
   std::size_t rows = 0;  // row kernels: rows per block
   // contraction: grid (batch, M / bm, N / bn), each block's K in bk steps
   std::size_t batch = 1, bm = 0, bn = 0, bk = 0, m_blocks = 1, n_blocks = 1;
+  // kernels of work items (convolutions, pooling): the primitive's items; blocks is their count
+  bool by_items = false;
+  ir::item_plan items{};
 };
 
 // Flat range [first, first + count) of block b of an elementwise grid.
@@ -81,6 +84,12 @@ inline std::pair<std::size_t, std::size_t> flat_range(const kernel_grid& g, std:
 inline kernel_grid grid_of(const plan::plan_view& p, int k, const target& t) {
   const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
   kernel_grid g;
+  if (plan::item_node(p, k) >= 0) {
+    g.by_items = true;
+    g.items = plan::items_of(p, k, t);
+    g.blocks = g.items.items;
+    return g;
+  }
   if (!plan::runs_on_grid(p, k)) return g;  // run whole
   if (p.node(kr.root).shape.size() == 0) {
     g.blocks = 0;
@@ -138,6 +147,13 @@ inline std::size_t rows_per_pass(const plan::kernel& kr) {
   return kr.inner >= tile_elements ? 1 : tile_elements / std::max<std::size_t>(kr.inner, 1);
 }
 
+// A work item's scratch in a thread's region: the primitive's floats, then the thread's accumulator of
+// the result when the items sum partials, 64-byte aligned; an epilogue's tiles come after.
+inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node& n) {
+  const std::size_t floats = (items.scratch_floats + 15) / 16 * 16 + (items.sums_partials ? (n.shape.size() + 15) / 16 * 16 : 0);
+  return floats * 4;
+}
+
 // What the executor derives from a plan for this machine: every kernel's grid, and the scratch a thread
 // needs for the largest kernel (member tile pointers aside).
 struct derived_plan {
@@ -155,7 +171,9 @@ inline derived_plan derive(const plan::plan_view& p) {
     std::size_t need = members * tile_elements * 4 + tile_elements * 4;
     if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
     if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
-    if (kr.kind == plan::kernel_kind::contraction && p.node(kr.dot).prim->run_blocked == nullptr)
+    if (plan::item_node(p, k) >= 0)  // the items' scratch and accumulator, then the epilogue's tiles
+      need += item_scratch_bytes(g.items, p.node(plan::item_node(p, k)));
+    else if (kr.kind == plan::kernel_kind::contraction)
       need += kernels::gemm_scratch_floats() * 4 + g.bm * g.bn * 4;  // the GEMM's panels, the C block
     d.scratch_bytes = std::max(d.scratch_bytes, (need + 63) / 64 * 64);
   }
@@ -631,8 +649,12 @@ class executor {
       case plan::kernel_kind::loop: run_loop(kr, g, {blocks, index}, pool); break;
       case plan::kernel_kind::row: run_row(kr, g, {blocks, index}, pool); break;
       case plan::kernel_kind::column: run_column(kr, g, {blocks, index}, pool); break;
-      case plan::kernel_kind::contraction: run_contraction(kr, g, {blocks, index}, pool); break;
+      case plan::kernel_kind::contraction:
       case plan::kernel_kind::layout:
+        if (g.by_items) run_items(kr, g, {blocks, index}, pool);
+        else if (kr.kind == plan::kernel_kind::contraction) run_contraction(kr, g, {blocks, index}, pool);
+        else run_whole(kr);
+        break;
       case plan::kernel_kind::generic: run_whole(kr); break;
       case plan::kernel_kind::copy: run_copy(kr); break;
       case plan::kernel_kind::control: break;  // run by run_range
@@ -795,25 +817,30 @@ class executor {
     }
   }
 
-  // A blocked contraction (conv_general): the primitive makes its result block by block and the
-  // epilogue runs on each block, on the worker that made it.
-  void run_blocked(const plan::kernel& kr) const {
-    const ir::node& n = nd(kr.dot);
+  // A kernel of work items (convolutions, pooling): the primitive runs each item the plan lists on the
+  // thread that takes it, with that thread's scratch. A contraction's items hand their result blocks to
+  // the fused epilogue, run on the block by the same thread; items that sum partials add into the
+  // thread's accumulator, and the threads' accumulators are summed and stored at the end.
+  void run_items(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
+    const ir::node& n = nd(kr.kind == plan::kernel_kind::contraction ? kr.dot : kr.root);
     const ir::node* operands[ir::max_operands];
     const void* in[ir::max_operands];
     for (std::size_t a = 0; a < n.arity; ++a) {
       operands[a] = &nd(n.operand(a));
       in[a] = storage(n.operand(a));
     }
+    const std::size_t own = (g.items.scratch_floats + 15) / 16 * 16, result = n.shape.size();
+    const std::size_t tiles_offset = item_scratch_bytes(g.items, n);
     struct epilogue {
       const executor* self;
       const plan::kernel* kr;
-    } context{this, &kr};
+      std::size_t tiles_offset;
+    } context{this, &kr, tiles_offset};
     ir::block_sink sink;
     sink.context = &context;
     sink.consume = [](void* c, std::size_t first, std::size_t count, const float* values, std::size_t thread) {
       const epilogue& e = *static_cast<const epilogue*>(c);
-      unsigned char* tiles_mem = e.self->thread_scratch(thread);
+      unsigned char* tiles_mem = e.self->thread_scratch(thread) + e.tiles_offset;
       const void** tile_of = e.self->tile_pointers(thread);
       for (std::size_t off = 0; off < count; off += tile_elements) {
         const std::size_t m = std::min(tile_elements, count - off);
@@ -821,17 +848,36 @@ class executor {
         e.self->store_root(*e.kr, first + off, m, tile_of);
       }
     };
-    n.prim->run_blocked(n, operands, in, sink);
+    auto scratch = [&](std::size_t t) { return reinterpret_cast<float*>(thread_scratch(t)); };
+    if (g.items.sums_partials)
+      for (std::size_t t = 0; t < threads_; ++t) std::fill_n(scratch(t) + own, result, 0.0f);
+    pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+      const ir::item_args args{.n = &n,
+                               .operands = operands,
+                               .in = in,
+                               .out = storage(kr.root),
+                               .sink = kr.kind == plan::kernel_kind::contraction ? &sink : nullptr,
+                               .scratch = scratch(t),
+                               .partial = scratch(t) + own,
+                               .thread = t};
+      for (std::size_t item = begin; item < end; ++item) {
+        n.prim->run_item(args, g.items, item);
+        report(item, g.blocks);
+      }
+    });
+    if (!g.items.sums_partials) return;
+    float* total = scratch(0) + own;  // threads that ran no item hold zeros
+    for (std::size_t t = 1; t < threads_; ++t) {
+      const float* other = scratch(t) + own;
+      for (std::size_t i = 0; i < result; ++i) total[i] += other[i];
+    }
+    store_tile(n.dtype, total, result, storage(kr.root));
   }
 
   // A GEMM and its epilogue over the plan's (batch, M / bm, N / bn) blocks: the kernel multiplies each
   // C block with the plan's blocks as its MC, NC and KC, and the epilogue runs on the block while it is
   // in cache, on the thread that made it.
   void run_contraction(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
-    if (nd(kr.dot).prim->run_blocked != nullptr) {
-      run_blocked(kr);
-      return;
-    }
     const ir::node& dot = nd(kr.dot);
     const ir::node& lhs = nd(dot.operand(0));
     const ir::node& rhs = nd(dot.operand(1));
