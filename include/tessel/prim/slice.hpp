@@ -30,8 +30,14 @@ inline box_side slice_source(const ir::node& n, const ir::node& operand) {
   return s;
 }
 
-inline void run_slice(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  copy_box(n.dtype, n.shape.d, n.shape.rank, slice_source(n, *operands[0]), in[0], dense_side(n.shape), out);
+// Work items of result rows (family/layout.hpp's row_items).
+inline ir::item_plan slice_items(const ir::node& n, const ir::node* const*, std::size_t, std::size_t cache_bytes) {
+  return row_items(n, cache_bytes);
+}
+inline void slice_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const auto [first, last] = rows_of(*a.n, plan, item);
+  copy_box(a.n->dtype, a.n->shape.d, a.n->shape.rank, slice_source(*a.n, *a.operands[0]), a.in[0], dense_side(a.n->shape), a.out,
+           first, last);
 }
 
 constexpr void slice_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
@@ -76,7 +82,8 @@ constexpr int slice_batch(ir::graph_builder& g, const ir::node& n, const std::ar
 
 inline constexpr ir::primitive slice_p{.name = "slice",
                                        .kind = ir::prim_kind::layout,
-                                       .run = &run_slice,
+                                       .plan_items = &slice_items,
+                                       .run_item = &slice_item,
                                        .vjp = &slice_vjp,
                                        .jvp = &slice_jvp,
                                        .batch = &slice_batch,

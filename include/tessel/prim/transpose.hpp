@@ -10,14 +10,16 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/prim/family/layout.hpp"
 
 namespace tessel {
 namespace prim {
 
-// Copies in the result's order, walking the operand with permuted strides: row by row when the last axis
-// stays last, else element by element.
+// Copies result rows [row_begin, row_end) (a row: the last axis) in the result's order, walking the
+// operand with permuted strides: a row at a time when the last axis stays last, else element by element.
 template <std::size_t Bytes>
-void permute_copy(const ir::node& n, const ir::node& operand, const unsigned char* in, unsigned char* out) {
+void permute_copy(const ir::node& n, const ir::node& operand, const unsigned char* in, unsigned char* out, std::size_t row_begin,
+                  std::size_t row_end) {
   const std::size_t rank = n.shape.rank;
   std::array<std::size_t, ir::max_rank> in_strides{}, stride_of_out_axis{}, index{};
   std::size_t s = 1;
@@ -26,16 +28,22 @@ void permute_copy(const ir::node& n, const ir::node& operand, const unsigned cha
     s *= operand.shape.d[i];
   }
   for (std::size_t i = 0; i < rank; ++i) stride_of_out_axis[i] = in_strides[static_cast<std::size_t>(n.attr.ints[i])];
-  const std::size_t total = n.shape.size();
   const std::size_t inner = rank ? n.shape.d[rank - 1] : 1;
   const std::size_t inner_stride = rank ? stride_of_out_axis[rank - 1] : 0;
+  const std::size_t outer_axes = rank ? rank - 1 : 0;
   std::size_t offset = 0;
-  for (std::size_t o = 0; o < total; o += inner) {
+  for (std::size_t axis = outer_axes, rest = row_begin; axis-- > 0;) {  // the odometer at row_begin
+    index[axis] = rest % n.shape.d[axis];
+    rest /= n.shape.d[axis];
+    offset += index[axis] * stride_of_out_axis[axis];
+  }
+  for (std::size_t row = row_begin; row < row_end; ++row) {
+    unsigned char* o = out + row * inner * Bytes;
     if (inner_stride == 1)  // the last axis stays last (heads split or merged): each row is one run
-      std::memcpy(out + o * Bytes, in + offset * Bytes, inner * Bytes);
+      std::memcpy(o, in + offset * Bytes, inner * Bytes);
     else
-      for (std::size_t j = 0; j < inner; ++j) std::memcpy(out + (o + j) * Bytes, in + (offset + j * inner_stride) * Bytes, Bytes);
-    for (std::size_t axis = rank - 1; axis-- > 0;) {  // advance the odometer over the outer axes
+      for (std::size_t j = 0; j < inner; ++j) std::memcpy(o + j * Bytes, in + (offset + j * inner_stride) * Bytes, Bytes);
+    for (std::size_t axis = outer_axes; axis-- > 0;) {  // advance the odometer over the outer axes
       offset += stride_of_out_axis[axis];
       if (++index[axis] < n.shape.d[axis]) break;
       offset -= stride_of_out_axis[axis] * index[axis];
@@ -44,13 +52,18 @@ void permute_copy(const ir::node& n, const ir::node& operand, const unsigned cha
   }
 }
 
-inline void run_transpose(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  const auto* src = static_cast<const unsigned char*>(in[0]);
-  auto* dst = static_cast<unsigned char*>(out);
-  switch (ir::bytes_of(n.dtype)) {
-    case 1: permute_copy<1>(n, *operands[0], src, dst); break;
-    case 2: permute_copy<2>(n, *operands[0], src, dst); break;
-    default: permute_copy<4>(n, *operands[0], src, dst); break;
+// Work items of result rows (family/layout.hpp's row_items).
+inline ir::item_plan transpose_items(const ir::node& n, const ir::node* const*, std::size_t, std::size_t cache_bytes) {
+  return row_items(n, cache_bytes);
+}
+inline void transpose_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
+  const auto [first, last] = rows_of(*a.n, plan, item);
+  const auto* src = static_cast<const unsigned char*>(a.in[0]);
+  auto* dst = static_cast<unsigned char*>(a.out);
+  switch (ir::bytes_of(a.n->dtype)) {
+    case 1: permute_copy<1>(*a.n, *a.operands[0], src, dst, first, last); break;
+    case 2: permute_copy<2>(*a.n, *a.operands[0], src, dst, first, last); break;
+    default: permute_copy<4>(*a.n, *a.operands[0], src, dst, first, last); break;
   }
 }
 
@@ -83,7 +96,8 @@ constexpr int transpose_batch(ir::graph_builder& g, const ir::node& n, const std
 
 inline constexpr ir::primitive transpose_p{.name = "transpose",
                                            .kind = ir::prim_kind::layout,
-                                           .run = &run_transpose,
+                                           .plan_items = &transpose_items,
+                                           .run_item = &transpose_item,
                                            .vjp = &transpose_vjp,
                                            .jvp = &transpose_jvp,
                                            .batch = &transpose_batch,
