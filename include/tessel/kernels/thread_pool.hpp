@@ -1,6 +1,8 @@
 #pragma once
 // The host's cores as a pool: parallel_for hands out chunks of an index range to the calling thread
-// and to one worker per remaining thread. Workers sleep between calls. The pool every kernel uses,
+// and to one worker per remaining thread. Between calls a worker spins for a short while (spin_time)
+// before it sleeps, and the caller spins before it sleeps waiting for the workers: a kernel lasts tens of
+// microseconds, about what waking a sleeping thread takes, and a step runs a thousand of them. The pool every kernel uses,
 // thread_pool::host(), has as many threads as the process may run on (its CPU affinity mask), or
 // TESSEL_NUM_THREADS where that is set (read once, at the first use). Compiled once in the tessel
 // library (kernels/implementation.hpp).
@@ -53,10 +55,12 @@ class thread_pool {
   std::mutex mutex_, call_mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(std::size_t, std::size_t, std::size_t)>* body_ = nullptr;
-  std::size_t count_ = 0, grain_ = 1, busy_ = 0, generation_ = 0;
+  // Written under mutex_ (so the sleepers' predicates see them) and read by spinners without it.
+  std::atomic<std::size_t> busy_{0}, generation_{0};
+  std::atomic<bool> stopping_{false};
+  std::size_t count_ = 0, grain_ = 1;
   std::atomic<std::size_t> next_{0};
   std::atomic<std::uint64_t> participants_{0};
-  bool stopping_ = false;
 };
 
 }  // namespace tessel::kernels
