@@ -261,14 +261,27 @@ thread_pool::thread_pool(std::size_t threads) {
 }
 
 // How long a thread of the pool spins for the next call (a worker) or for the last worker (the caller)
-// before it sleeps on a condition variable: longer than most kernels run whole on the calling thread
-// (char_lm's pads: 80-150 us), spent only between kernels; libgomp spins for longer.
-constexpr auto spin_time = std::chrono::microseconds(250);
+// before it sleeps on a condition variable: by default longer than most kernels run whole on the calling
+// thread (char_lm's pads: 80-150 us), spent only between kernels (libgomp spins for longer).
+// TESSEL_SPIN_US sets it (0: sleep at once), for a process whose other libraries' threads want the
+// cores between tessel's calls, as OMP_WAIT_POLICY does for OpenMP.
+inline std::chrono::microseconds spin_time() {
+  static const std::chrono::microseconds time = [] {
+    if (const char* v = std::getenv("TESSEL_SPIN_US"); v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long us = std::strtol(v, &end, 10);
+      if (*end == '\0' && us >= 0 && us <= 1000000) return std::chrono::microseconds(us);
+    }
+    return std::chrono::microseconds(250);
+  }();
+  return time;
+}
 
-// Spins until ready() or spin_time has passed; whether ready() held.
+// Spins until ready() or spin_time() has passed; whether ready() held.
 template <class Ready>
 bool spin_until(Ready ready) {
-  const auto until = std::chrono::steady_clock::now() + spin_time;
+  if (spin_time().count() == 0) return ready();
+  const auto until = std::chrono::steady_clock::now() + spin_time();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
@@ -279,6 +292,7 @@ bool spin_until(Ready ready) {
 #endif
     }
     if (std::chrono::steady_clock::now() >= until) return ready();
+    std::this_thread::yield();  // a thread waiting for this core (another library's, another process's) runs first
   }
 }
 

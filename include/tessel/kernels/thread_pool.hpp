@@ -1,8 +1,9 @@
 #pragma once
 // The host's cores as a pool: parallel_for hands out chunks of an index range to the calling thread
-// and to one worker per remaining thread. Between calls a worker spins for a short while (spin_time)
-// before it sleeps, and the caller spins before it sleeps waiting for the workers: a kernel lasts tens of
-// microseconds, about what waking a sleeping thread takes, and a step runs a thousand of them. The pool every kernel uses,
+// and to one worker per remaining thread. Between calls a worker spins for a short while (250 us, or
+// TESSEL_SPIN_US) before it sleeps, and the caller spins before it sleeps waiting for the workers: a
+// kernel lasts tens of microseconds, about what waking a sleeping thread takes, and a step runs a
+// thousand of them. The pool every kernel uses,
 // thread_pool::host(), has as many threads as the process may run on (its CPU affinity mask), or
 // TESSEL_NUM_THREADS where that is set (read once, at the first use). Compiled once in the tessel
 // library (kernels/implementation.hpp).
