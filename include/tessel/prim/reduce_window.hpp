@@ -138,21 +138,28 @@ inline constexpr std::size_t none = static_cast<std::size_t>(-1);
 template <class T>
 void select(const pool_geometry& g, const T* x, std::size_t n, std::size_t i, std::size_t j, float* best, std::size_t* where) {
   const window_span s = span_of(g, i, j);
-  std::fill_n(where, g.c, none);
-  std::fill_n(best, g.c, -std::numeric_limits<float>::infinity());
-  bool first = true;
+  if (s.count() == 0) {
+    std::fill_n(where, g.c, none);
+    std::fill_n(best, g.c, -std::numeric_limits<float>::infinity());
+    return;
+  }
+  // The window's first element, then each later one where the choice so far is not >= it (NaN
+  // included): branch-free, so the channel loop vectorizes.
+  const std::size_t first = ((n * g.h + s.a0) * g.w + s.b0) * g.c;
+  for (std::size_t k = 0; k < g.c; ++k) {
+    best[k] = static_cast<float>(x[first + k]);
+    where[k] = first + k;
+  }
   for (std::size_t a = s.a0; a < s.a1; ++a)
-    for (std::size_t b = s.b0; b < s.b1; ++b) {
+    for (std::size_t b = a == s.a0 ? s.b0 + 1 : s.b0; b < s.b1; ++b) {
       const std::size_t offset = ((n * g.h + a) * g.w + b) * g.c;
       const T* p = x + offset;
       for (std::size_t k = 0; k < g.c; ++k) {
         const float v = static_cast<float>(p[k]);
-        if (first || !(best[k] >= v)) {
-          best[k] = v;
-          where[k] = offset + k;
-        }
+        const bool take = !(best[k] >= v);
+        best[k] = take ? v : best[k];
+        where[k] = take ? offset + k : where[k];
       }
-      first = false;
     }
 }
 
@@ -209,10 +216,27 @@ void for_images(const pool_geometry& g, const item_ref& r, T* out, Body body) {
 
 template <class T>
 void max_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
-  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
+  // select's choice without its positions: the same value (the first element, then each later one the
+  // choice so far is not >= to), in one max-like pass per window element.
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::size_t*) {
     for (std::size_t j = 0; j < g.ow; ++j) {
-      select(g, x, n, i, j, best, where);
-      for (std::size_t k = 0; k < g.c; ++k) put(y, ((n * g.oh + i) * g.ow + j) * g.c + k, best[k]);
+      const window_span s = span_of(g, i, j);
+      T* out = y + ((n * g.oh + i) * g.ow + j) * g.c;
+      if (s.count() == 0) {
+        for (std::size_t k = 0; k < g.c; ++k) put(out, k, -std::numeric_limits<float>::infinity());
+        continue;
+      }
+      const T* first = x + ((n * g.h + s.a0) * g.w + s.b0) * g.c;
+      for (std::size_t k = 0; k < g.c; ++k) best[k] = static_cast<float>(first[k]);
+      for (std::size_t a = s.a0; a < s.a1; ++a)
+        for (std::size_t b = a == s.a0 ? s.b0 + 1 : s.b0; b < s.b1; ++b) {
+          const T* p = x + ((n * g.h + a) * g.w + b) * g.c;
+          for (std::size_t k = 0; k < g.c; ++k) {
+            const float v = static_cast<float>(p[k]);
+            best[k] = best[k] >= v ? best[k] : v;
+          }
+        }
+      for (std::size_t k = 0; k < g.c; ++k) put(out, k, best[k]);
     }
   });
 }
