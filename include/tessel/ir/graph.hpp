@@ -111,8 +111,8 @@ struct block_sink {
   void (*consume)(void* context, std::size_t first, std::size_t count, const float* values, std::size_t thread) = nullptr;
 };
 
-// Kernels the executor threads as work items (convolutions and pooling windows; the GEMM has its own
-// grid): the primitive cuts its work into independent items for a thread count and a per-thread cache
+// Kernels the executor threads as work items (convolutions, pooling windows, transposes and slices; the
+// GEMM and the fused loops have grids): the primitive cuts its work into independent items for a thread count and a per-thread cache
 // budget (plan_items), and runs one item on one thread with that thread's scratch from the executor's
 // arena (run_item). Items run in any order, each exactly once, and allocate nothing.
 struct item_plan {
@@ -169,7 +169,7 @@ struct primitive {
   prim_kind kind;
   elementwise_fn evaluate = nullptr;  // elementwise primitives
   kernel_fn run = nullptr;            // layout, reduce, contraction and generator primitives
-  item_plan_fn plan_items = nullptr;  // kernels the executor threads in items (convolutions, pooling)
+  item_plan_fn plan_items = nullptr;  // kernels the executor threads in items (conv, pooling, transpose, slice)
   item_fn run_item = nullptr;
   extent_fn extent = nullptr;         // contractions
   reduce_row_fn reduce_row = nullptr;  // reductions that fuse into row kernels

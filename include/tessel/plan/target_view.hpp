@@ -98,13 +98,13 @@ constexpr tiling::kernel_description describe_kernel(const P& p, int k) {
   }
 }
 
-// The node whose primitive kernel k runs in work items (convolutions and pooling windows, contraction
-// or layout kernels), or -1.
+// The node whose primitive kernel k runs in work items (a convolution's contraction kernel; the layout
+// kernels of its gradients, pooling, transpose and slice), or -1.
 template <class P>
 constexpr int item_node(const P& p, int k) {
   const kernel& kr = p.kernels[static_cast<std::size_t>(k)];
-  const int id = kr.kind == kernel_kind::contraction ? kr.dot : kr.root;
   if (kr.kind != kernel_kind::contraction && kr.kind != kernel_kind::layout) return -1;
+  const int id = kr.kind == kernel_kind::contraction ? kr.dot : kr.root;
   return p.node(id).prim->plan_items != nullptr ? id : -1;
 }
 
@@ -153,7 +153,8 @@ std::string blocks_text(const P& p, const target& t) {
   for (int k = 0; k < p.kernel_count; ++k) {
     if (item_node(p, k) >= 0) {
       const ir::item_plan items = items_of(p, k, t);
-      os << "  kernel " << k << " " << name_of(p.kernels[static_cast<std::size_t>(k)].kind) << ": " << items.items << " work items, scratch " << plan_detail::human_bytes(items.scratch_floats * 4) << " per thread"
+      os << "  kernel " << k << " " << name_of(p.kernels[static_cast<std::size_t>(k)].kind) << ": " << items.items
+         << " work items, scratch " << plan_detail::human_bytes(items.scratch_floats * 4) << " per thread"
          << (items.sums_partials ? ", partial sums added" : "") << "\n";
       continue;
     }

@@ -61,7 +61,8 @@ struct kernel_grid {
   std::size_t rows = 0;  // row kernels: rows per block
   // contraction: grid (batch, M / bm, N / bn), each block's K in bk steps
   std::size_t batch = 1, bm = 0, bn = 0, bk = 0, m_blocks = 1, n_blocks = 1;
-  // kernels of work items (convolutions, pooling): the primitive's items; blocks is their count
+  // kernels of work items (convolutions, pooling, transposes, slices): the primitive's items; blocks is
+  // their count
   bool by_items = false;
   ir::item_plan items{};
 };
