@@ -123,6 +123,8 @@ struct item_plan {
   // it; the executor sums the threads' accumulators and stores the total (a filter gradient's rows).
   bool sums_partials = false;
 };
+// Floats rounded up to whole 64-byte lines: where each part of a thread's scratch begins.
+constexpr std::size_t aligned_floats(std::size_t floats) { return (floats + 15) / 16 * 16; }
 using item_plan_fn = item_plan (*)(const node& n, const node* const* operands, std::size_t threads, std::size_t cache_bytes);
 // What one item is given: the node, its operands' nodes and storage, the result's storage (`out`), or
 // the sink taking the result's blocks when the epilogue is fused, and its thread's scratch and accumulator.

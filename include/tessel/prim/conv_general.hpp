@@ -315,8 +315,6 @@ inline void store(ir::dtype_code dtype, const float* src, std::size_t count, voi
 }
 
 inline std::size_t elem_size(ir::dtype_code d) { return d == ir::dtype_code::bf16 ? 2 : 4; }
-// Scratch regions start on 64-byte boundaries.
-constexpr std::size_t aligned(std::size_t floats) { return (floats + 15) / 16 * 16; }
 
 // Floats of im2col panel per item: half the thread's cache budget (the GEMM's packed panels and the
 // result block take the rest).
@@ -338,8 +336,8 @@ struct scratch_layout {
   float* block;
 };
 inline scratch_layout layout_of(float* scratch, std::size_t panel) {
-  const std::size_t g = aligned(kernels::gemm_scratch_floats());
-  return {scratch, scratch + g, scratch + g + aligned(panel)};
+  const std::size_t g = ir::aligned_floats(kernels::gemm_scratch_floats());
+  return {scratch, scratch + g, scratch + g + ir::aligned_floats(panel)};
 }
 
 // Rows [r0, r0 + count) of y[rows, O] = patches(x)[rows, KH*KW*C] . w[KH*KW*C, O], to the sink as f32
@@ -392,7 +390,7 @@ void filter_grad_rows(const conv_geometry& g, const T* x, const void* ct, ir::dt
   for (std::size_t i = 0; i < out; ++i) a.partial[i] += s.block[i];
 }
 
-// Calls f with a null pointer of the operands' element type (f32 or bf16).
+// Calls f with a null pointer of the operands' element type (f32 or bf16); pooling's kernels use it too.
 template <class F>
 void typed(ir::dtype_code dtype, F f) {
   if (dtype == ir::dtype_code::bf16) f(static_cast<const bfloat16*>(nullptr));
@@ -408,7 +406,7 @@ ir::item_plan conv_general_items(const ir::node& n, const ir::node* const* opera
   const std::size_t chunk = conv_detail::chunk_rows(rows, width, threads, cache_bytes);
   return {.items = (rows + chunk - 1) / chunk,
           .per_item = chunk,
-          .scratch_floats = conv_detail::aligned(kernels::gemm_scratch_floats()) + conv_detail::aligned(chunk * width) + chunk * g.o};
+          .scratch_floats = ir::aligned_floats(kernels::gemm_scratch_floats()) + ir::aligned_floats(chunk * width) + chunk * g.o};
 }
 void conv_general_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
   const conv_geometry g = conv_geometry_of(a.operands[0]->shape, a.operands[1]->shape, a.n->shape, a.n->attr);
@@ -427,7 +425,7 @@ ir::item_plan conv_input_grad_items(const ir::node& n, const ir::node* const* op
   const bool f32_out = n.dtype == ir::dtype_code::f32;
   return {.items = g.n,
           .per_item = pass,
-          .scratch_floats = conv_detail::aligned(kernels::gemm_scratch_floats()) + conv_detail::aligned(pass * width) +
+          .scratch_floats = ir::aligned_floats(kernels::gemm_scratch_floats()) + ir::aligned_floats(pass * width) +
                             (f32_out ? 0 : g.h * g.w * g.c)};
 }
 void conv_input_grad_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
@@ -449,7 +447,7 @@ ir::item_plan conv_filter_grad_items(const ir::node& n, const ir::node* const* o
   chunk = std::max<std::size_t>(std::min(chunk, rows), 1);
   return {.items = (rows + chunk - 1) / chunk,
           .per_item = chunk,
-          .scratch_floats = conv_detail::aligned(kernels::gemm_scratch_floats()) + conv_detail::aligned(chunk * width) + width * g.o,
+          .scratch_floats = ir::aligned_floats(kernels::gemm_scratch_floats()) + ir::aligned_floats(chunk * width) + width * g.o,
           .sums_partials = true};
 }
 void conv_filter_grad_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {

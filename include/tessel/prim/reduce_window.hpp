@@ -177,20 +177,19 @@ struct item_ref {
   std::size_t item;
   float* scratch;
 };
-constexpr std::size_t aligned(std::size_t floats) { return (floats + 15) / 16 * 16; }
 
 // Output-shaped kernels: items of output rows (n, i), about 4096 outputs each; scratch for one pixel's
 // channels (the best values and where they are).
 inline ir::item_plan output_rows_plan(const pool_geometry& g) {
   const std::size_t rows = g.n * g.oh;
   const std::size_t per_item = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(g.ow * g.c, 1));
-  return {.items = (rows + per_item - 1) / per_item, .per_item = per_item, .scratch_floats = 3 * aligned(g.c)};
+  return {.items = (rows + per_item - 1) / per_item, .per_item = per_item, .scratch_floats = 3 * ir::aligned_floats(g.c)};
 }
 template <class Body>
 void for_output_rows(const pool_geometry& g, const item_ref& r, Body body) {
   const std::size_t rows = g.n * g.oh, first = r.item * r.plan.per_item, last = std::min(rows, first + r.plan.per_item);
   float* best = r.scratch;
-  auto* where = reinterpret_cast<std::size_t*>(r.scratch + aligned(g.c));
+  auto* where = reinterpret_cast<std::size_t*>(r.scratch + ir::aligned_floats(g.c));
   for (std::size_t row = first; row < last; ++row) body(row / g.oh, row % g.oh, best, where);
 }
 
@@ -199,14 +198,14 @@ inline ir::item_plan images_plan(const pool_geometry& g, std::size_t threads) {
   const std::size_t per_item = std::max<std::size_t>(1, g.n / (4 * std::max<std::size_t>(threads, 1)));
   return {.items = (g.n + per_item - 1) / per_item,
           .per_item = per_item,
-          .scratch_floats = aligned(g.h * g.w * g.c) + 3 * aligned(g.c)};
+          .scratch_floats = ir::aligned_floats(g.h * g.w * g.c) + 3 * ir::aligned_floats(g.c)};
 }
 template <class T, class Body>
 void for_images(const pool_geometry& g, const item_ref& r, T* out, Body body) {
   const std::size_t image = g.h * g.w * g.c, first = r.item * r.plan.per_item, last = std::min(g.n, first + r.plan.per_item);
   float* acc = r.scratch;
-  float* best = acc + aligned(image);
-  auto* where = reinterpret_cast<std::size_t*>(best + aligned(g.c));
+  float* best = acc + ir::aligned_floats(image);
+  auto* where = reinterpret_cast<std::size_t*>(best + ir::aligned_floats(g.c));
   for (std::size_t n = first; n < last; ++n) {
     std::fill(acc, acc + image, 0.0f);
     body(n, acc, best, where);
@@ -303,15 +302,6 @@ void sum_transpose(const pool_geometry& g, const item_ref& r, const T* ct, T* dx
   });
 }
 
-// Calls f with the typed pointers of the node's dtype (f32 or bf16).
-template <class F>
-void typed(ir::dtype_code dtype, F f) {
-  if (dtype == ir::dtype_code::bf16)
-    f(static_cast<const bfloat16*>(nullptr));
-  else
-    f(static_cast<const float*>(nullptr));
-}
-
 }  // namespace pool_detail
 
 // operands: x.
@@ -320,7 +310,7 @@ ir::item_plan reduce_window_max_items(const ir::node& n, const ir::node* const* 
 }
 void reduce_window_max_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
   const pool_geometry g = pool_geometry_of(a.operands[0]->shape, a.n->shape, a.n->attr);
-  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+  conv_detail::typed(a.n->dtype, [&]<class T>(const T*) {
     pool_detail::max_forward(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<T*>(a.out));
   });
 }
@@ -330,7 +320,7 @@ ir::item_plan select_and_gather_add_items(const ir::node& n, const ir::node* con
 }
 void select_and_gather_add_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
   const pool_geometry g = pool_geometry_of(a.operands[1]->shape, a.n->shape, a.n->attr);
-  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+  conv_detail::typed(a.n->dtype, [&]<class T>(const T*) {
     pool_detail::gather(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<const T*>(a.in[1]),
                         static_cast<T*>(a.out));
   });
@@ -341,7 +331,7 @@ ir::item_plan select_and_scatter_add_items(const ir::node& n, const ir::node* co
 }
 void select_and_scatter_add_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
   const pool_geometry g = pool_geometry_of(a.operands[1]->shape, a.operands[0]->shape, a.n->attr);
-  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+  conv_detail::typed(a.n->dtype, [&]<class T>(const T*) {
     pool_detail::scatter(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<const T*>(a.in[1]),
                          static_cast<T*>(a.out));
   });
@@ -352,7 +342,7 @@ ir::item_plan reduce_window_sum_items(const ir::node& n, const ir::node* const* 
 }
 void reduce_window_sum_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
   const pool_geometry g = pool_geometry_of(a.operands[0]->shape, a.n->shape, a.n->attr);
-  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+  conv_detail::typed(a.n->dtype, [&]<class T>(const T*) {
     pool_detail::sum_forward(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<T*>(a.out));
   });
 }
@@ -363,7 +353,7 @@ ir::item_plan reduce_window_sum_transpose_items(const ir::node& n, const ir::nod
 }
 void reduce_window_sum_transpose_item(const ir::item_args& a, const ir::item_plan& plan, std::size_t item) {
   const pool_geometry g = pool_geometry_of(a.n->shape, a.operands[0]->shape, a.n->attr);
-  pool_detail::typed(a.n->dtype, [&]<class T>(const T*) {
+  conv_detail::typed(a.n->dtype, [&]<class T>(const T*) {
     pool_detail::sum_transpose(g, {plan, item, a.scratch}, static_cast<const T*>(a.in[0]), static_cast<T*>(a.out));
   });
 }

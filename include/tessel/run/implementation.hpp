@@ -151,7 +151,7 @@ inline std::size_t rows_per_pass(const plan::kernel& kr) {
 // A work item's scratch in a thread's region: the primitive's floats, then the thread's accumulator of
 // the result when the items sum partials, 64-byte aligned; an epilogue's tiles come after.
 inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node& n) {
-  const std::size_t floats = (items.scratch_floats + 15) / 16 * 16 + (items.sums_partials ? (n.shape.size() + 15) / 16 * 16 : 0);
+  const std::size_t floats = ir::aligned_floats(items.scratch_floats) + (items.sums_partials ? ir::aligned_floats(n.shape.size()) : 0);
   return floats * 4;
 }
 
@@ -831,7 +831,7 @@ class executor {
       operands[a] = &nd(n.operand(a));
       in[a] = storage(n.operand(a));
     }
-    const std::size_t own = (g.items.scratch_floats + 15) / 16 * 16, result = n.shape.size();
+    const std::size_t own = ir::aligned_floats(g.items.scratch_floats), result = n.shape.size();
     const std::size_t tiles_offset = item_scratch_bytes(g.items, n);
     struct epilogue {
       const executor* self;
