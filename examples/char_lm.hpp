@@ -7,7 +7,8 @@
 #include <tessel/data/bucket.hpp>
 #include <tessel/data/prefetch.hpp>
 #include <tessel/data/text.hpp>
-#include <tessel/io/checkpoint.hpp>
+#include <tessel/io.hpp>
+#include <tessel/profile/profiler.hpp>
 #include <tessel/nn.hpp>
 #include <tessel/tessel.hpp>
 

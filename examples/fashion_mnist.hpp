@@ -3,8 +3,10 @@
 // training loop (run), which fashion_mnist_steps.cpp instantiates for one model, precision and part of the
 // steps per translation unit (step_part below; seventeen units, so that each stays within the compile-time
 // budget of TARGETS.md), and the run-time bookkeeping (run_log), compiled once in fashion_mnist.cpp.
-#include <tessel/io/checkpoint.hpp>
+#include <tessel/data.hpp>
+#include <tessel/io.hpp>
 #include <tessel/nn.hpp>
+#include <tessel/profile/profiler.hpp>
 #include <tessel/tessel.hpp>
 
 #include <unistd.h>

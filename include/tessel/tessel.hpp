@@ -1,5 +1,13 @@
 #pragma once
-// The whole public API of tessel.
+// tessel's language: tensors, the primitives and ops, random keys, nn, optim, the transforms, jit,
+// shard_map and dump. The libraries that read and write files and measure runs have their own headers,
+// included where they are used, because their standard headers (<filesystem>, <thread>, <mutex>,
+// <chrono>) cost every translation unit that includes this one about a quarter of its compile memory
+// (bench/README.md):
+//   tessel/data.hpp              datasets, buckets, batches and prefetch (data/)
+//   tessel/io.hpp                checkpoints, npy, safetensors, JSON, Chrome traces (io/)
+//   tessel/profile/profiler.hpp  the profiler
+//   tessel/distributed.hpp       processes over MPI (the tessel::distributed library)
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/core/dtype.hpp"
 #include "tessel/core/error.hpp"
@@ -7,22 +15,12 @@
 #include "tessel/core/print.hpp"
 #include "tessel/core/shape.hpp"
 #include "tessel/core/tensor.hpp"
-#include "tessel/data/idx.hpp"
-#include "tessel/data/pipeline.hpp"
-#include "tessel/data/text.hpp"
-#include "tessel/io/atomic_file.hpp"
-#include "tessel/io/checkpoint.hpp"
-#include "tessel/io/json.hpp"
-#include "tessel/io/npy.hpp"
-#include "tessel/io/safetensors.hpp"
 #include "tessel/random.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/nn.hpp"
 #include "tessel/optim/optim.hpp"
 #include "tessel/dump.hpp"
-#include "tessel/profile/profiler.hpp"
 #include "tessel/run/check_finite.hpp"
-#include "tessel/io/chrome_trace.hpp"
 #include "tessel/target/host.hpp"
 #include "tessel/target/tpu.hpp"
 #include "tessel/transform/accumulate.hpp"
@@ -42,6 +40,9 @@
 // of data/ and io/, the profiler: each header's -inl.hpp) are then compiled there (link with -lhwy -lz
 // -pthread). The tessel library is that translation unit (src/tessel.cpp).
 #ifdef TESSEL_IMPLEMENTATION
+#include "tessel/data.hpp"
+#include "tessel/io.hpp"
+#include "tessel/profile/profiler.hpp"
 #include "tessel/kernels/implementation.hpp"
 #include "tessel/run/implementation.hpp"
 #endif

@@ -4,6 +4,7 @@
 // (pipeline rebuilt, position restored) and N more.
 #include <gtest/gtest.h>
 
+#include <tessel/data.hpp>
 #include <tessel/io/checkpoint.hpp>
 #include <tessel/nn.hpp>
 #include <tessel/tessel.hpp>

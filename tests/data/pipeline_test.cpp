@@ -14,6 +14,7 @@
 
 #include "idx_test_util.hpp"
 #include "tessel/data/pipeline.hpp"
+#include "tessel/io/atomic_file.hpp"
 #include "tessel/random/distributions.hpp"
 
 namespace {

@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <new>
-#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -101,8 +101,12 @@ class tensor {
   }
 
   // From any sized input range of elements convertible to T (e.g. a std::vector<double>).
-  template <std::ranges::input_range R>
-    requires(!std::is_same_v<std::remove_cvref_t<R>, tensor> && std::convertible_to<std::ranges::range_value_t<R>, T>)
+  // (Written without <ranges>, which would cost every includer's compile: core/tensor.hpp is in all of them.)
+  template <class R>
+    requires(!std::is_same_v<std::remove_cvref_t<R>, tensor> && requires(R& r) {
+      { *std::begin(r) } -> std::convertible_to<T>;
+      std::end(r);
+    })
   static tensor from_range(R&& values) {
     tensor t;
     std::size_t n = 0;

@@ -142,14 +142,18 @@ void detail::kernel_event(std::string_view name, clock::time_point start, clock:
 }
 
 namespace detail {
+clock::time_point at(std::int64_t steady_ns) {  // run::kernel_report's times
+  return clock::time_point(std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(steady_ns)));
+}
+
 // A kernel event is named by what the kernel computes: "contraction dot_general+add+max f32[128,256]".
 void observe_kernel(const run::kernel_report& k) noexcept {
   if (k.plan == nullptr || !enabled()) {
-    kernel_event(k.kind, k.start, k.end, {.bytes = k.bytes});
+    kernel_event(k.kind, at(k.start_ns), at(k.end_ns), {.bytes = k.bytes});
     return;
   }
   try {
-    kernel_event(plan::describe(*k.plan, k.index), k.start, k.end, {.bytes = k.bytes});
+    kernel_event(plan::describe(*k.plan, k.index), at(k.start_ns), at(k.end_ns), {.bytes = k.bytes});
   } catch (...) {
   }
 }

@@ -8,8 +8,8 @@
 // parameters[i] points at parameter i's data (row-major, its node's dtype), outputs[o] at output o's.
 
 #include <atomic>
-#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "tessel/plan/plan.hpp"
@@ -22,7 +22,9 @@ void execute(const plan::plan_view& plan, const void* const* parameters, void* c
 struct kernel_report {
   std::string_view kind;  // plan::name_of(kernel.kind)
   int index = 0;          // the kernel's position in the plan
-  std::chrono::steady_clock::time_point start, end;
+  // When it started and ended: std::chrono::steady_clock's time since its epoch, in nanoseconds (integers,
+  // so that this header, which every program includes, does without <chrono>).
+  std::int64_t start_ns = 0, end_ns = 0;
   double bytes = 0;       // the bytes the kernel stores
   const plan::plan_view* plan = nullptr;  // the plan being run (plan/describe.hpp names the kernel from it)
   const void* result = nullptr;           // the buffer the kernel stored (its root node's); null for control kernels

@@ -46,6 +46,10 @@ namespace tessel::run {
 
 using kernels::thread_pool;
 
+inline std::int64_t steady_ns() {  // kernel_report's clock
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // The step a kernel's body takes through its block (its "vector registers"): members are evaluated on
 // tiles of this many values, which stay in L1 between one member and the next. Blocks, the unit of the
 // grid, are the plan's (kernel_grid); this is not one of them.
@@ -633,9 +637,9 @@ class executor {
   void run_kernel(const plan::kernel& kr, int index, thread_pool& pool) {
     const kernel_observer observe = kernel_observer_slot().load(std::memory_order_relaxed);
     if (observe != nullptr) {  // one load and a branch when nobody observes
-      const auto start = std::chrono::steady_clock::now();
+      const std::int64_t start = steady_ns();
       dispatch(kr, index, pool);
-      observe({.kind = plan::name_of(kr.kind), .index = index, .start = start, .end = std::chrono::steady_clock::now(),
+      observe({.kind = plan::name_of(kr.kind), .index = index, .start_ns = start, .end_ns = steady_ns(),
                .bytes = static_cast<double>(p_.bytes(kr.root)),
                .plan = &p_, .result = result_of(kr)});
       return;
