@@ -1,6 +1,9 @@
 // conv_general (both operands) and pooling: grad and jvp against finite differences of double
 // references; second order through the derivative primitives' own rules; max_pool's tie rule.
+#include <cstdint>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "gradcheck.hpp"
 
@@ -264,6 +267,73 @@ TEST(PoolGrad, MaxTiesGoToTheFirst) {
   // SAME on 3: windows start at 0 and 2 (no low padding); the right and bottom windows are partial.
   const float want_same[9] = {1, 0, 1, 0, 0, 0, 1, 0, 1};
   for (std::size_t i = 0; i < 9; ++i) EXPECT_EQ(ds[i], want_same[i]) << i;
+}
+
+// The max-pool kernels against a scalar reference, for f32 and bf16 and odd channel counts: the JVP
+// (select_and_gather_add) takes the tangent at each window's choice, the VJP (select_and_scatter_add)
+// adds the cotangent there; the choice is XLA's `ge` select (the first element, then each later one the
+// choice is not >= to). Inputs from {-1, 0, 0.5, 1} make ties common, 3x2 windows by 2 overlap in rows,
+// and the first output row's windows lie wholly in the padding (they select nothing). The tangents and
+// cotangents are eighths, so every sum is exact in f32 and in bf16: equality is expected.
+template <class Padding>
+struct max_pool_3x2_by_2 {
+  constexpr auto operator()(auto x) const { return tessel::max_pool<window<3, 2>, stride<2, 2>, Padding>(x); }
+};
+
+template <class T, std::size_t C>
+void check_max_pool_select() {
+  constexpr std::size_t N = 2, H = 5, W = 7, KH = 3, KW = 2, S = 2, LoH = 3, LoW = 1;
+  using Pool = tessel::padding::explicit_pads<LoH, 1, LoW, 0>;
+  constexpr std::size_t OH = (H + LoH + 1 - KH) / S + 1, OW = (W + LoW - KW) / S + 1;
+  tensor<T, shape<N, H, W, C>> x, t;
+  tensor<T, shape<N, OH, OW, C>> ct;
+  std::uint32_t state = 12345;
+  const auto next = [&state] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  const float levels[4] = {-1.0f, 0.0f, 0.5f, 1.0f};
+  for (std::size_t i = 0; i < x.size; ++i) x[i] = T(levels[next() % 4]);
+  for (std::size_t i = 0; i < t.size; ++i) t[i] = T(static_cast<float>(static_cast<int>(next() % 17) - 8) / 8.0f);
+  for (std::size_t i = 0; i < ct.size; ++i) ct[i] = T(static_cast<float>(static_cast<int>(next() % 17) - 8) / 8.0f);
+
+  using pool = max_pool_3x2_by_2<Pool>;
+  const auto y_t = tessel::jit([](auto x, auto t) { return std::get<1>(tessel::jvp(pool{}, std::make_tuple(x), std::make_tuple(t))); })(x, t);
+  const auto dx = tessel::jit([](auto x, auto ct) {
+    return tessel::grad<0>([](auto x, auto ct) { return tessel::sum(pool{}(x) * ct); })(x, ct);
+  })(x, ct);
+
+  std::vector<double> want_t(y_t.size, 0.0), want_dx(dx.size, 0.0);
+  std::size_t empty = 0;
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t i = 0; i < OH; ++i)
+      for (std::size_t j = 0; j < OW; ++j)
+        for (std::size_t k = 0; k < C; ++k) {
+          long best = -1;
+          for (std::size_t a = 0; a < KH; ++a)
+            for (std::size_t b = 0; b < KW; ++b) {
+              const long p = static_cast<long>(i * S + a) - static_cast<long>(LoH), q = static_cast<long>(j * S + b) - static_cast<long>(LoW);
+              if (p < 0 || q < 0 || p >= static_cast<long>(H) || q >= static_cast<long>(W)) continue;
+              const long at = ((static_cast<long>(n) * static_cast<long>(H) + p) * static_cast<long>(W) + q) * static_cast<long>(C) + static_cast<long>(k);
+              if (best < 0 || !(static_cast<float>(x[static_cast<std::size_t>(best)]) >= static_cast<float>(x[static_cast<std::size_t>(at)]))) best = at;
+            }
+          const std::size_t o = ((n * OH + i) * OW + j) * C + k;
+          if (best < 0) {
+            ++empty;
+            continue;
+          }
+          want_t[o] = static_cast<float>(t[static_cast<std::size_t>(best)]);
+          want_dx[static_cast<std::size_t>(best)] += static_cast<float>(ct[o]);
+        }
+  EXPECT_EQ(empty, N * OW * C) << "the first output row's windows are all padding";
+  for (std::size_t o = 0; o < y_t.size; ++o) ASSERT_EQ(static_cast<double>(static_cast<float>(y_t[o])), want_t[o]) << "JVP at " << o;
+  for (std::size_t i = 0; i < dx.size; ++i) ASSERT_EQ(static_cast<double>(static_cast<float>(dx[i])), want_dx[i]) << "VJP at " << i;
+}
+
+TEST(PoolGrad, MaxPoolSelectsAsTheScalarRule) {
+  check_max_pool_select<float, 1>();
+  check_max_pool_select<float, 7>();
+  check_max_pool_select<float, 17>();
+  check_max_pool_select<tessel::bfloat16, 1>();
+  check_max_pool_select<tessel::bfloat16, 7>();
+  check_max_pool_select<tessel::bfloat16, 17>();
 }
 
 }  // namespace

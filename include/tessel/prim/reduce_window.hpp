@@ -132,35 +132,34 @@ inline float divisor_of(const pool_geometry& g, const window_span& s) {
   }
 }
 
-// For every channel of output pixel (n, i, j), the offset in x of the window's selected maximum (XLA's
-// `ge` select: the first maximum in row-major window order); `none` when the window holds no input.
-inline constexpr std::size_t none = static_cast<std::size_t>(-1);
-template <class T>
-void select(const pool_geometry& g, const T* x, std::size_t n, std::size_t i, std::size_t j, float* best, std::size_t* where) {
-  const window_span s = span_of(g, i, j);
-  if (s.count() == 0) {
-    std::fill_n(where, g.c, none);
-    std::fill_n(best, g.c, -std::numeric_limits<float>::infinity());
-    return;
-  }
-  // The window's first element, then each later one where the choice so far is not >= it (NaN
-  // included): branch-free, so the channel loop vectorizes.
-  const std::size_t first = ((n * g.h + s.a0) * g.w + s.b0) * g.c;
-  for (std::size_t k = 0; k < g.c; ++k) {
-    best[k] = static_cast<float>(x[first + k]);
-    where[k] = first + k;
-  }
+// Visits the window's valid elements in row-major order: f(t, offset), t counting from 0, offset the
+// element's first channel in the input (image n).
+template <class F>
+void for_taps(const pool_geometry& g, std::size_t n, const window_span& s, F f) {
+  std::uint32_t t = 0;
   for (std::size_t a = s.a0; a < s.a1; ++a)
-    for (std::size_t b = a == s.a0 ? s.b0 + 1 : s.b0; b < s.b1; ++b) {
-      const std::size_t offset = ((n * g.h + a) * g.w + b) * g.c;
-      const T* p = x + offset;
-      for (std::size_t k = 0; k < g.c; ++k) {
-        const float v = static_cast<float>(p[k]);
-        const bool take = !(best[k] >= v);
-        best[k] = take ? v : best[k];
-        where[k] = take ? offset + k : where[k];
-      }
+    for (std::size_t b = s.b0; b < s.b1; ++b, ++t) f(t, ((n * g.h + a) * g.w + b) * g.c);
+}
+
+// For every channel of a window that holds input (s.count() > 0): the selected element's value and tap
+// (its t in for_taps). XLA's `ge` select: the first element, then each later one the choice so far is
+// not >= (NaN included). Branch-free, and the taps 32-bit like the values, so the channel loop
+// vectorizes at full width; gather and scatter then find the choice with one compare per tap.
+template <class T>
+void select(const pool_geometry& g, const T* x, std::size_t n, const window_span& s, float* best, std::uint32_t* tap) {
+  for_taps(g, n, s, [&](std::uint32_t t, std::size_t offset) {
+    const T* p = x + offset;
+    if (t == 0) {
+      for (std::size_t k = 0; k < g.c; ++k) best[k] = static_cast<float>(p[k]), tap[k] = 0;
+      return;
     }
+    for (std::size_t k = 0; k < g.c; ++k) {
+      const float v = static_cast<float>(p[k]);
+      const bool take = !(best[k] >= v);
+      best[k] = take ? v : best[k];
+      tap[k] = take ? t : tap[k];
+    }
+  });
 }
 
 template <class T>
@@ -179,18 +178,18 @@ struct item_ref {
 };
 
 // Output-shaped kernels: items of output rows (n, i), about 4096 outputs each; scratch for one pixel's
-// channels (the best values and where they are).
+// channels (the best values and their taps).
 inline ir::item_plan output_rows_plan(const pool_geometry& g) {
   const std::size_t rows = g.n * g.oh;
   const std::size_t per_item = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(g.ow * g.c, 1));
-  return {.items = (rows + per_item - 1) / per_item, .per_item = per_item, .scratch_floats = 3 * ir::aligned_floats(g.c)};
+  return {.items = (rows + per_item - 1) / per_item, .per_item = per_item, .scratch_floats = 2 * ir::aligned_floats(g.c)};
 }
 template <class Body>
 void for_output_rows(const pool_geometry& g, const item_ref& r, Body body) {
   const std::size_t rows = g.n * g.oh, first = r.item * r.plan.per_item, last = std::min(rows, first + r.plan.per_item);
   float* best = r.scratch;
-  auto* where = reinterpret_cast<std::size_t*>(r.scratch + ir::aligned_floats(g.c));
-  for (std::size_t row = first; row < last; ++row) body(row / g.oh, row % g.oh, best, where);
+  auto* tap = reinterpret_cast<std::uint32_t*>(r.scratch + ir::aligned_floats(g.c));
+  for (std::size_t row = first; row < last; ++row) body(row / g.oh, row % g.oh, best, tap);
 }
 
 // Input-shaped (scatter) kernels: items of images, a few per thread, each accumulated in f32 in scratch.
@@ -198,17 +197,17 @@ inline ir::item_plan images_plan(const pool_geometry& g, std::size_t threads) {
   const std::size_t per_item = std::max<std::size_t>(1, g.n / (4 * std::max<std::size_t>(threads, 1)));
   return {.items = (g.n + per_item - 1) / per_item,
           .per_item = per_item,
-          .scratch_floats = ir::aligned_floats(g.h * g.w * g.c) + 3 * ir::aligned_floats(g.c)};
+          .scratch_floats = ir::aligned_floats(g.h * g.w * g.c) + 2 * ir::aligned_floats(g.c)};
 }
 template <class T, class Body>
 void for_images(const pool_geometry& g, const item_ref& r, T* out, Body body) {
   const std::size_t image = g.h * g.w * g.c, first = r.item * r.plan.per_item, last = std::min(g.n, first + r.plan.per_item);
   float* acc = r.scratch;
   float* best = acc + ir::aligned_floats(image);
-  auto* where = reinterpret_cast<std::size_t*>(best + ir::aligned_floats(g.c));
+  auto* tap = reinterpret_cast<std::uint32_t*>(best + ir::aligned_floats(g.c));
   for (std::size_t n = first; n < last; ++n) {
     std::fill(acc, acc + image, 0.0f);
-    body(n, acc, best, where);
+    body(n, acc, best, tap);
     for (std::size_t i = 0; i < image; ++i) put(out, n * image + i, acc[i]);
   }
 }
@@ -217,7 +216,7 @@ template <class T>
 void max_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
   // select's choice without its positions: the same value (the first element, then each later one the
   // choice so far is not >= to), in one max-like pass per window element.
-  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::size_t*) {
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::uint32_t*) {
     for (std::size_t j = 0; j < g.ow; ++j) {
       const window_span s = span_of(g, i, j);
       T* out = y + ((n * g.oh + i) * g.ow + j) * g.c;
@@ -243,11 +242,20 @@ void max_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
 // y[o] = t[selected(x, o)]
 template <class T>
 void gather(const pool_geometry& g, const item_ref& r, const T* t, const T* x, T* y) {
-  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::size_t* where) {
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* best, std::uint32_t* tap) {
     for (std::size_t j = 0; j < g.ow; ++j) {
-      select(g, x, n, i, j, best, where);
-      for (std::size_t k = 0; k < g.c; ++k)
-        put(y, ((n * g.oh + i) * g.ow + j) * g.c + k, where[k] == none ? 0.0f : static_cast<float>(t[where[k]]));
+      const window_span s = span_of(g, i, j);
+      T* out = y + ((n * g.oh + i) * g.ow + j) * g.c;
+      if (s.count() == 0) {  // a window of padding selects nothing
+        for (std::size_t k = 0; k < g.c; ++k) put(out, k, 0.0f);
+        continue;
+      }
+      select(g, x, n, s, best, tap);
+      for_taps(g, n, s, [&](std::uint32_t u, std::size_t offset) {  // best becomes t at the choice
+        const T* p = t + offset;
+        for (std::size_t k = 0; k < g.c; ++k) best[k] = tap[k] == u ? static_cast<float>(p[k]) : best[k];
+      });
+      for (std::size_t k = 0; k < g.c; ++k) put(out, k, best[k]);
     }
   });
 }
@@ -255,13 +263,20 @@ void gather(const pool_geometry& g, const item_ref& r, const T* t, const T* x, T
 // dx[selected(x, o)] += ct[o]
 template <class T>
 void scatter(const pool_geometry& g, const item_ref& r, const T* ct, const T* x, T* dx) {
-  for_images(g, r, dx, [&](std::size_t n, float* acc, float* best, std::size_t* where) {
+  for_images(g, r, dx, [&](std::size_t n, float* acc, float* best, std::uint32_t* tap) {
+    const std::size_t image = n * g.h * g.w * g.c;
     for (std::size_t i = 0; i < g.oh; ++i)
       for (std::size_t j = 0; j < g.ow; ++j) {
-        select(g, x, n, i, j, best, where);
+        const window_span s = span_of(g, i, j);
+        if (s.count() == 0) continue;
+        select(g, x, n, s, best, tap);
         const T* c = ct + ((n * g.oh + i) * g.ow + j) * g.c;
-        for (std::size_t k = 0; k < g.c; ++k)
-          if (where[k] != none) acc[where[k] - n * g.h * g.w * g.c] += static_cast<float>(c[k]);
+        // Each tap's channels take the cotangent where they were chosen: a masked add per tap, in
+        // vectors, rather than one scattered add per channel.
+        for_taps(g, n, s, [&](std::uint32_t u, std::size_t offset) {
+          float* d = acc + (offset - image);
+          for (std::size_t k = 0; k < g.c; ++k) d[k] = tap[k] == u ? d[k] + static_cast<float>(c[k]) : d[k];
+        });
       }
   });
 }
@@ -269,7 +284,7 @@ void scatter(const pool_geometry& g, const item_ref& r, const T* ct, const T* x,
 // y[o] = sum of x over o's window / divisor(o)
 template <class T>
 void sum_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
-  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* acc, std::size_t*) {
+  for_output_rows(g, r, [&](std::size_t n, std::size_t i, float* acc, std::uint32_t*) {
     for (std::size_t j = 0; j < g.ow; ++j) {
       const window_span s = span_of(g, i, j);
       std::fill_n(acc, g.c, 0.0f);
@@ -287,7 +302,7 @@ void sum_forward(const pool_geometry& g, const item_ref& r, const T* x, T* y) {
 // dx[i] = sum over the windows o holding i of ct[o] / divisor(o)
 template <class T>
 void sum_transpose(const pool_geometry& g, const item_ref& r, const T* ct, T* dx) {
-  for_images(g, r, dx, [&](std::size_t n, float* acc, float*, std::size_t*) {
+  for_images(g, r, dx, [&](std::size_t n, float* acc, float*, std::uint32_t*) {
     for (std::size_t i = 0; i < g.oh; ++i)
       for (std::size_t j = 0; j < g.ow; ++j) {
         const window_span s = span_of(g, i, j);
