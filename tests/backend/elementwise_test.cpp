@@ -140,6 +140,39 @@ TEST(Elementwise, SelectAndConvert) {
   EXPECT_EQ(rounded[0], 1.0f);  // the explicit cast rounds even inside a fused loop
 }
 
+// select's loop (vectorized over the predicate's bytes) against the scalar rule, for every dtype it takes
+// and sizes that leave no SIMD body (1), only a tail (7) or both (127, 1000, 13 * 17).
+template <class T, std::size_t N>
+void check_select() {
+  const auto x = random_tensor<float, shape<N>>(31, -1.0, 1.0);
+  const auto a = random_tensor<float, shape<N>>(32, -100.0, 100.0).template astype<T>();
+  const auto b = random_tensor<float, shape<N>>(35, -100.0, 100.0).template astype<T>();
+  const auto r = jit([](auto p, auto a, auto b) { return tessel::select(p > 0.0f, a, b); })(x, a, b);
+  for (std::size_t i = 0; i < N; ++i) ASSERT_EQ(r[i], x[i] > 0.0f ? a[i] : b[i]) << "element " << i << " of " << N;
+}
+template <std::size_t N>
+void check_select_pred() {
+  const auto x = random_tensor<float, shape<N>>(33, -1.0, 1.0);
+  const auto y = random_tensor<float, shape<N>>(34, -1.0, 1.0);
+  const auto r = jit([](auto x, auto y) { return tessel::select(x > y, x > 0.0f, y > 0.0f); })(x, y);
+  for (std::size_t i = 0; i < N; ++i) ASSERT_EQ(r[i], x[i] > y[i] ? x[i] > 0.0f : y[i] > 0.0f) << "element " << i << " of " << N;
+}
+
+TEST(Elementwise, SelectTakesTheScalarRulesChoice) {
+  check_select<float, 1>();
+  check_select<float, 7>();
+  check_select<float, 127>();
+  check_select<float, 1000>();
+  check_select<float, 13 * 17>();
+  check_select<bfloat16, 7>();
+  check_select<bfloat16, 1000>();
+  check_select<bfloat16, 13 * 17>();
+  check_select<std::int32_t, 127>();
+  check_select<std::int32_t, 13 * 17>();
+  check_select_pred<7>();
+  check_select_pred<13 * 17>();
+}
+
 TEST(Elementwise, LiteralsAreTypedByTheTensor) {
   tensor<std::int32_t, shape<3>> k{1, 2, 3};
   const auto y = jit([](auto v) { return v * 2 + 1; })(k);

@@ -11,17 +11,25 @@
 namespace tessel {
 namespace prim {
 
+// The kernel: declared here and defined only where TESSEL_IMPLEMENTATION is (the tessel library), so it
+// is compiled once, with the library's flags, and not in each program at its own (as the elementwise
+// rules' tile functions are).
+void evaluate_select(const ir::node& node, const void* const* in, void* out, std::size_t n);
+
+#ifdef TESSEL_IMPLEMENTATION
 template <class T>
 void select_as(const void* const* in, void* out, std::size_t n) {
   using V = tile_t<T>;
-  const bool* p = static_cast<const bool*>(in[0]);
+  // The predicate read as bytes (0 or 1), not as bool: g++ 12 vectorizes the byte compare, not the bool
+  // test (scalar, 44% of the Fashion-MNIST CNN's relu-gradient kernel).
+  const auto* p = static_cast<const unsigned char*>(in[0]);
   const V* a = static_cast<const V*>(in[1]);
   const V* b = static_cast<const V*>(in[2]);
   V* y = static_cast<V*>(out);
-  for (std::size_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
+  for (std::size_t i = 0; i < n; ++i) y[i] = p[i] != 0 ? a[i] : b[i];
 }
 
-inline void evaluate_select(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+void evaluate_select(const ir::node& node, const void* const* in, void* out, std::size_t n) {
   switch (node.dtype) {
     case ir::dtype_code::f32:
     case ir::dtype_code::bf16: select_as<float>(in, out, n); break;
@@ -30,6 +38,7 @@ inline void evaluate_select(const ir::node& node, const void* const* in, void* o
     case ir::dtype_code::pred: select_as<bool>(in, out, n); break;
   }
 }
+#endif  // TESSEL_IMPLEMENTATION
 
 // The cotangent flows to the branch each element took; the predicate gets none.
 constexpr void select_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {
