@@ -83,6 +83,34 @@ TEST(Elementwise, BinaryBroadcasts) {
   check_binary([](auto a, auto b) { return tessel::pow(a, b); }, [](double x, double y) { return std::pow(x, y); }, 0.1, 3);
 }
 
+// A broadcast operand read into a fused loop's tiles, f32 and bf16, in each of the executor's ways: a bias
+// over rows (the operand is the result's trailing dims), runs of the operand's last axis (an axis of 1
+// before it), and one value per row (its leading dims); 37 channels leave runs that cross tiles.
+template <class T>
+void check_broadcast_reads() {
+  const auto x = random_tensor<float, shape<5, 9, 37>>(41, -4.0, 4.0).template astype<T>();
+  const auto bias = random_tensor<float, shape<37>>(42, -4.0, 4.0).template astype<T>();
+  const auto per_image = random_tensor<float, shape<5, 1, 37>>(43, -4.0, 4.0).template astype<T>();
+  const auto per_row = random_tensor<float, shape<5, 9, 1>>(44, -4.0, 4.0).template astype<T>();
+  const auto [a, b, c] = jit([](auto x, auto bias, auto per_image, auto per_row) {
+    return std::make_tuple(x + bias, x * per_image, x - per_row);
+  })(x, bias, per_image, per_row);
+  for (std::size_t n = 0; n < 5; ++n)
+    for (std::size_t r = 0; r < 9; ++r)
+      for (std::size_t k = 0; k < 37; ++k) {
+        const std::size_t i = (n * 9 + r) * 37 + k;
+        const float v = static_cast<float>(x[i]);
+        ASSERT_EQ(a[i], T(v + static_cast<float>(bias[k]))) << "bias, element " << i;
+        ASSERT_EQ(b[i], T(v * static_cast<float>(per_image[n * 37 + k]))) << "per image, element " << i;
+        ASSERT_EQ(c[i], T(v - static_cast<float>(per_row[n * 9 + r]))) << "per row, element " << i;
+      }
+}
+
+TEST(Elementwise, BroadcastOperandsReadAsTheScalarRule) {
+  check_broadcast_reads<float>();
+  check_broadcast_reads<bfloat16>();
+}
+
 TEST(Elementwise, MaxAndMinPropagateNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   tensor<float, shape<4>> a{nan, 1, 2, nan}, b{1, nan, 3, nan};

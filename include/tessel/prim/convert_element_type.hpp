@@ -13,6 +13,11 @@
 namespace tessel {
 namespace prim {
 
+// The kernel: declared here and defined only where TESSEL_IMPLEMENTATION is (the tessel library), so it
+// is compiled once, with the library's flags.
+void evaluate_convert(const ir::node& node, const void* const* in, void* out, std::size_t n);
+
+#ifdef TESSEL_IMPLEMENTATION
 template <class From, class To>
 tile_t<To> convert_value(tile_t<From> x) {
   if constexpr (std::is_same_v<To, bool>) {
@@ -31,9 +36,14 @@ tile_t<To> convert_value(tile_t<From> x) {
 
 template <class From, class To>
 void convert_tile(const void* in, void* out, std::size_t n) {
-  const auto* x = static_cast<const tile_t<From>*>(in);
   auto* y = static_cast<tile_t<To>*>(out);
-  for (std::size_t i = 0; i < n; ++i) y[i] = convert_value<From, To>(x[i]);
+  if constexpr (std::is_same_v<From, bool>) {  // pred read as its bytes, which g++ vectorizes (bool it does not)
+    const auto* x = static_cast<const unsigned char*>(in);
+    for (std::size_t i = 0; i < n; ++i) y[i] = convert_value<From, To>(x[i] != 0);
+  } else {
+    const auto* x = static_cast<const tile_t<From>*>(in);
+    for (std::size_t i = 0; i < n; ++i) y[i] = convert_value<From, To>(x[i]);
+  }
 }
 
 template <class From>
@@ -47,7 +57,7 @@ void convert_from(ir::dtype_code to, const void* in, void* out, std::size_t n) {
   }
 }
 
-inline void evaluate_convert(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+void evaluate_convert(const ir::node& node, const void* const* in, void* out, std::size_t n) {
   switch (node.operand_dtype) {
     case ir::dtype_code::f32: convert_from<float>(node.dtype, in[0], out, n); break;
     case ir::dtype_code::bf16: convert_from<bfloat16>(node.dtype, in[0], out, n); break;
@@ -56,6 +66,7 @@ inline void evaluate_convert(const ir::node& node, const void* const* in, void* 
     case ir::dtype_code::pred: convert_from<bool>(node.dtype, in[0], out, n); break;
   }
 }
+#endif  // TESSEL_IMPLEMENTATION
 
 // Between floating dtypes the cotangent converts back; to or from integers there is no gradient.
 constexpr void convert_vjp(ir::graph_builder& g, int node, int ct, std::array<int, ir::max_operands>& out) {

@@ -237,7 +237,6 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
   const std::size_t elem = ir::bytes_of(operand.dtype);
   const std::size_t osize = operand.shape.size();
   const auto* src = static_cast<const unsigned char*>(storage);
-  std::array<unsigned char, 4> widened{};
   auto put = [&](std::size_t i, std::size_t source) {
     if (operand.dtype == ir::dtype_code::bf16) {
       std::uint16_t h;
@@ -248,7 +247,6 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
       std::memcpy(static_cast<unsigned char*>(tile) + i * elem, src + source * elem, elem);
     }
   };
-  (void)widened;
   // Fills tile[i, i + count) with operand element `source` (widened to the tile's type).
   auto fill = [&](std::size_t i, std::size_t count, std::size_t source) {
     if (operand.dtype == ir::dtype_code::pred) {
@@ -278,12 +276,13 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
     suffix = suffix && axis == rank_out - r + i && operand.shape.d[i] == b.shape.d[axis];
     prefix = prefix && axis == i && operand.shape.d[i] == b.shape.d[axis];
   }
-  if (suffix && operand.dtype != ir::dtype_code::bf16) {
-    auto* dst = static_cast<unsigned char*>(tile);
+  auto* dst = static_cast<unsigned char*>(tile);
+  const std::size_t tile_elem = tile_bytes(operand.dtype);
+  if (suffix) {  // runs of the whole operand (bf16 widened a run at a time: the bf16 CNN's bias)
     for (std::size_t i = 0; i < n;) {
       const std::size_t at = (first + i) % osize;
       const std::size_t run = std::min(n - i, osize - at);
-      std::memcpy(dst + i * elem, src + at * elem, run * elem);
+      load_tile(operand.dtype, src + at * elem, run, dst + i * tile_elem);
       i += run;
     }
     return;
@@ -320,7 +319,6 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
     run *= b.shape.d[axis];
   }
   if (run >= 16) {
-    auto* dst = static_cast<unsigned char*>(tile);
     for (std::size_t i = 0; i < n;) {
       const std::size_t at = first + i, within = at % run;
       const std::size_t len = std::min(n - i, run - within);
@@ -330,8 +328,7 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
         rest /= b.shape.d[axis];
       }
       if (!copies) fill(i, len, source);
-      else if (operand.dtype != ir::dtype_code::bf16) std::memcpy(dst + i * elem, src + (source + within) * elem, len * elem);
-      else for (std::size_t k = 0; k < len; ++k) put(i + k, source + within + k);
+      else load_tile(operand.dtype, src + (source + within) * elem, len, dst + i * tile_elem);
       i += len;
     }
     return;
