@@ -1,8 +1,10 @@
 // bf16 GEMM C = A B (bf16 operands and result, f32 accumulation), square N x N, against oneDNN's bf16
 // matmul (dnnl::matmul, bf16 src/weights/dst) and against the measured vdpbf16ps peak (bf16_peak.cpp),
 // each ratio from the same run (race.hpp). Two threads: jit runs on the host pool, one thread per
-// hardware thread. The f32 FMA peak is reported too: tessel widens bf16 to f32 while packing and
-// multiplies in f32, so on this CPU (vdpbf16ps at half the f32 FMA rate) its ceiling is the f32 one.
+// hardware thread. The f32 FMA peak is reported too: tessel multiplies bf16 x bf16 with vdpbf16ps or
+// widens it to f32 while packing, whichever it measured faster on the running CPU (on a Xeon with AMX
+// vdpbf16ps runs at half the f32 FMA rate, on an AMD EPYC Zen 4 at twice it); TESSEL_BF16_PRODUCTS=
+// widened or dpbf16 forces one.
 #include <benchmark/benchmark.h>
 
 #include <oneapi/dnnl/dnnl.hpp>

@@ -14,6 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -176,9 +180,9 @@ TEST(HwyGemm, EveryTargetAgreesWithExactProduct) {
     ASSERT_STREQ(hwy_gemm_target(), hwy::TargetName(target));
     SCOPED_TRACE(hwy::TargetName(target));
     std::printf("target %s\n", hwy::TargetName(target));
-    const bool allowed_before = hwy_gemm_allow_dpbf16(true);
+    const bf16_products before = hwy_gemm_set_bf16_products(bf16_products::dpbf16);
     for (bool allow_dpbf16 : {true, false}) {
-      hwy_gemm_allow_dpbf16(allow_dpbf16);
+      hwy_gemm_set_bf16_products(allow_dpbf16 ? bf16_products::dpbf16 : bf16_products::widened);
       if (!allow_dpbf16) {
         EXPECT_FALSE(hwy_gemm_uses_dpbf16());
       }
@@ -191,7 +195,7 @@ TEST(HwyGemm, EveryTargetAgreesWithExactProduct) {
       });
       if (::testing::Test::HasFailure()) break;
     }
-    hwy_gemm_allow_dpbf16(allowed_before);
+    hwy_gemm_set_bf16_products(before);
   }
   hwy::SetSupportedTargetsForTest(0);
 }
@@ -213,6 +217,27 @@ TEST(HwyGemm, DispatchesToTheBestTarget) {
   EXPECT_STREQ(hwy_gemm_target(), hwy::TargetName(hwy::SupportedAndGeneratedTargets().front()));
   std::printf("hwy_gemm_rows runs on %s, bf16 x bf16 with %s\n", hwy_gemm_target(),
               hwy_gemm_uses_dpbf16() ? "vdpbf16ps" : "widening to f32");
+}
+
+TEST(HwyGemm, Bf16ProductsAreMeasuredOnceAndCanBeSet) {
+  hwy::SetSupportedTargetsForTest(0);
+  const bf16_products before = hwy_gemm_set_bf16_products(bf16_products::measured);
+  const bool measured = hwy_gemm_uses_dpbf16();  // the first call under `measured` times both paths
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(hwy_gemm_uses_dpbf16(), measured) << "the measured choice is made once";
+  hwy_gemm_set_bf16_products(bf16_products::widened);
+  EXPECT_FALSE(hwy_gemm_uses_dpbf16());
+  hwy_gemm_set_bf16_products(bf16_products::dpbf16);
+  bool cpu_has_bf16 = false;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  cpu_has_bf16 = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+#endif
+  const std::string target = hwy_gemm_target();
+  EXPECT_EQ(hwy_gemm_uses_dpbf16(), cpu_has_bf16 && target.rfind("AVX3", 0) == 0) << target;
+  if (!cpu_has_bf16) {
+    EXPECT_FALSE(measured);
+  }
+  EXPECT_EQ(hwy_gemm_set_bf16_products(before), bf16_products::dpbf16);
 }
 
 TEST(HwyGemm, SecondTranslationUnitDispatchesAlike) {

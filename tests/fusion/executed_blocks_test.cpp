@@ -181,7 +181,9 @@ TEST(ExecutedBlocks, ConvolutionsAndPoolingRunThePlannedItems) {
     const tessel::ir::item_plan items = tessel::plan::items_of(plan, k, tessel::targets::this_host());
     items_of_primitive[std::string(plan.node(id).prim->name)] = items.items;
     expect_exactly_planned(ran, k, items.items);
-    if (plan.node(id).prim->name == "conv_filter_grad") EXPECT_TRUE(items.sums_partials);
+    if (plan.node(id).prim->name == "conv_filter_grad") {
+      EXPECT_TRUE(items.sums_partials);
+    }
   }
   for (const char* name : {"conv_general", "conv_input_grad", "conv_filter_grad", "reduce_window_max", "select_and_scatter_add",
                            "reduce_window_sum", "reduce_window_sum_transpose"})

@@ -5,8 +5,9 @@
 // Three kernels share one contract:
 //   hwy_gemm_rows   BLIS-style blocking with its micro-kernel compiled by Highway for every x86 target
 //                   (SSSE3 ... AVX-512 DL, and scalar), the best one for the running CPU chosen at run
-//                   time, so a program built for plain x86-64 still multiplies with AVX-512. bf16 x bf16 may
-//                   use vdpbf16ps where the CPU has AVX512_BF16 (hwy_gemm_allow_dpbf16; off by default).
+//                   time, so a program built for plain x86-64 still multiplies with AVX-512. bf16 x bf16 uses
+//                   vdpbf16ps where the CPU has AVX512_BF16 and it runs faster there than widening to f32
+//                   (hwy_gemm_set_bf16_products)
 //   gemm_rows       the same blocking written with xsimd, for the instruction set the library was built for
 //   gemm_reference  each element a dot product accumulated in double, rounded once: the scalar path the
 //                   others are tested against
@@ -58,13 +59,21 @@ std::size_t gemm_scratch_floats();
 // The Highway target hwy_gemm_rows runs on this CPU, e.g. "AVX3_DL".
 const char* hwy_gemm_target();
 
-// Whether hwy_gemm_rows multiplies bf16 x bf16 with vdpbf16ps (AVX-512 target, AVX512_BF16 CPU, allowed).
-bool hwy_gemm_uses_dpbf16();
+// How hwy_gemm_rows multiplies bf16 x bf16 (both operands bf16; mixed operands are always widened).
+enum class bf16_products {
+  measured,  // the default: whichever of the other two ran faster in a timing of about a millisecond at the
+             // first bf16 GEMM (vdpbf16ps must win by 15%)
+  widened,   // widened to f32 while packing, multiplied with f32 FMA
+  dpbf16,    // vdpbf16ps on pairs along K, where the CPU has AVX512_BF16 (elsewhere widened)
+};
 
-// Allows or forbids the vdpbf16ps path for bf16 x bf16 (forbidden, the default: bf16 is widened to f32
-// while packing). Worth allowing on CPUs whose vdpbf16ps runs at the f32 FMA's flop rate or faster
-// (bench/bf16_gemm.cpp measures both). Returns the previous setting. Process-wide.
-bool hwy_gemm_allow_dpbf16(bool allow);
+// Sets how bf16 x bf16 is multiplied, process-wide; returns the previous setting. The environment
+// variable TESSEL_BF16_PRODUCTS (measured, widened or dpbf16) sets it before the first call.
+bf16_products hwy_gemm_set_bf16_products(bf16_products how);
+
+// Whether hwy_gemm_rows multiplies bf16 x bf16 with vdpbf16ps now (AVX-512 target, AVX512_BF16 CPU, and
+// chosen or measured faster). The first call under `measured` runs the timing.
+bool hwy_gemm_uses_dpbf16();
 
 enum class gemm_kernel {
   scalar,  // gemm_reference

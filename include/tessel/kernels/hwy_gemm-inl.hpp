@@ -6,9 +6,9 @@
 // The same BLIS-style blocking as gemm_xsimd-inl.hpp (B packed in KC x NR panels, A in MC x KC panels of MR
 // rows, an MR x NR register block accumulated with FMA), with the micro-kernel written in Highway
 // ops so that one binary holds an SSSE3, SSE4, AVX2, AVX-512 and scalar kernel and runs the best one.
-// Where both operands are bf16, the CPU has AVX512_BF16 and hwy_gemm_allow_dpbf16(true) was called,
-// operands are packed as bf16 pairs along K and the micro-kernel uses vdpbf16ps (two products per f32
-// lane per instruction) instead of widening to f32 while packing.
+// Where both operands are bf16 and the CPU has AVX512_BF16, operands may be packed as bf16 pairs along K
+// for a micro-kernel with vdpbf16ps (two products per f32 lane per instruction) instead of widened to
+// f32 while packing: whichever of the two is faster on the running CPU (hwy_gemm_set_bf16_products).
 
 // Target-independent part, once per translation unit.
 #ifndef TESSEL_KERNELS_HWY_GEMM_INL_COMMON
@@ -16,9 +16,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #ifndef HWY_WANT_AVX3_DL  // see implementation.hpp
 #define HWY_WANT_AVX3_DL 1
@@ -62,13 +67,25 @@ inline bool cpu_has_avx512_bf16() {
 #endif
 }
 
-// Whether bf16 x bf16 products may use vdpbf16ps. Off by default: on this project's development CPU
-// (a Xeon with AVX512_BF16 and AMX) vdpbf16ps peaks at half the f32 FMA rate (117 vs 238 GFLOP/s on
-// one thread), and widening to f32 while packing multiplies 1.2-1.6x faster at every size measured
-// (bench/hwy_gemm.cpp, M = 1 ... 2048).
-inline std::atomic<bool>& dpbf16_allowed() {
-  static std::atomic<bool> allowed{false};
-  return allowed;
+// How bf16 x bf16 products are multiplied (hwy_gemm_set_bf16_products); the default comes from
+// TESSEL_BF16_PRODUCTS (measured, widened or dpbf16), else measured. vdpbf16ps runs at half the f32 FMA's
+// flop rate on a Xeon with AMX (widening wins by 1.2-1.6x there) and at twice it on an AMD EPYC Zen 4
+// (vdpbf16ps wins by 1.8-2x): no fixed choice suits both.
+inline bf16_products bf16_products_from_environment() {
+  const char* v = std::getenv("TESSEL_BF16_PRODUCTS");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "measured") == 0) return bf16_products::measured;
+  if (std::strcmp(v, "widened") == 0) return bf16_products::widened;
+  if (std::strcmp(v, "dpbf16") == 0) return bf16_products::dpbf16;
+  std::fprintf(stderr,
+               "tessel: TESSEL_BF16_PRODUCTS=%s is not one of measured, widened, dpbf16; bf16 GEMMs use the measured "
+               "choice\n",
+               v);
+  return bf16_products::measured;
+}
+
+inline std::atomic<bf16_products>& bf16_products_setting() {
+  static std::atomic<bf16_products> setting{bf16_products_from_environment()};
+  return setting;
 }
 
 inline const std::uint16_t* bf16_bits(const matrix_view& v) { return static_cast<const std::uint16_t*>(v.data); }
@@ -439,10 +456,55 @@ inline gemm_blocking blocking_target() {
   return {.mr = blocking::mr, .nr = blocking::nr, .kc = blocking::kc, .mc = blocking::mc, .nc = blocking::nc};
 }
 
-// Whether a bf16 x bf16 product would take the vdpbf16ps path on this target and CPU.
+#if TESSEL_HWY_GEMM_DPBF16
+// Whether vdpbf16ps multiplies bf16 x bf16 faster than widening does, timed on this CPU: both paths on
+// one block of MC rows, K = 512, N = 4 NR (both packings included, the operands in cache), best of
+// seven alternating rounds, about a millisecond in all. vdpbf16ps must win by 15%, so that a CPU where
+// the two are close keeps the f32 path (whose rounding does not depend on the CPU's bf16 unit).
+inline bool dpbf16_outruns_widening() {
+  constexpr std::size_t m = blocking::mc, n = 4 * blocking::nr, k = 512;
+  std::unique_ptr<bfloat16[]> a(new bfloat16[m * k]), b(new bfloat16[k * n]);
+  for (std::size_t i = 0; i < m * k; ++i) a[i] = bfloat16(1.0f + static_cast<float>(i % 7) / 8.0f);
+  for (std::size_t i = 0; i < k * n; ++i) b[i] = bfloat16(0.5f - static_cast<float>(i % 5) / 16.0f);
+  struct aligned_delete {
+    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  const std::unique_ptr<float, aligned_delete> scratch(
+      static_cast<float*>(::operator new(detail::scratch_floats * sizeof(float), std::align_val_t{64})));
+  std::unique_ptr<float[]> c(new float[m * n]);
+  const matrix_view av{a.get(), k, 1, true}, bv{b.get(), n, 1, true};
+  const gemm_blocking own{.mr = blocking::mr, .nr = blocking::nr, .kc = blocking::kc, .mc = blocking::mc,
+                          .nc = blocking::nc};
+  gemm_blocking pairs = own;
+  pairs.kc = 2 * blocking::kc;
+  auto seconds = [&](bool dpbf16) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < 2; ++rep) {
+      if (dpbf16) gemm_rows_dpbf16(av, bv, 0, m, n, k, c.get(), n, scratch.get(), pairs);
+      else gemm_rows_f32(av, bv, 0, m, n, k, c.get(), n, scratch.get(), own);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double widened = 1e30, dpbf16 = 1e30;
+  for (int round = 0; round < 7; ++round) {
+    widened = std::min(widened, seconds(false));
+    dpbf16 = std::min(dpbf16, seconds(true));
+  }
+  return widened > 1.15 * dpbf16;
+}
+#endif
+
+// Whether a bf16 x bf16 product takes the vdpbf16ps path on this target and CPU.
 inline bool uses_dpbf16() {
 #if TESSEL_HWY_GEMM_DPBF16
-  return cpu_has_avx512_bf16() && dpbf16_allowed().load(std::memory_order_relaxed);
+  if (!cpu_has_avx512_bf16()) return false;
+  switch (bf16_products_setting().load(std::memory_order_relaxed)) {
+    case bf16_products::widened: return false;
+    case bf16_products::dpbf16: return true;
+    case bf16_products::measured: break;
+  }
+  static const bool faster = dpbf16_outruns_widening();  // once per target, in the first caller
+  return faster;
 #else
   return false;
 #endif

@@ -156,7 +156,7 @@ const char* hwy_gemm_target() { return hwy_detail::dispatch_target_name(); }
 
 bool hwy_gemm_uses_dpbf16() { return hwy_detail::dispatch_uses_dpbf16(); }
 
-bool hwy_gemm_allow_dpbf16(bool allow) { return hwy_detail::dpbf16_allowed().exchange(allow); }
+bf16_products hwy_gemm_set_bf16_products(bf16_products how) { return hwy_detail::bf16_products_setting().exchange(how); }
 
 gemm_rows_fn select_gemm(gemm_kernel which) { return entries_of(which).rows; }
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/core/bfloat16.hpp"
@@ -244,22 +245,25 @@ void walk_patches(const conv_geometry& g, std::size_t row0, std::size_t count, R
 
 // patches[r, (a, b, c)] = x[n, i*SH + a*DH - PH, j*SW + b*DW - PW, c] for rows [row0, row0 + count),
 // stored row-major ([count, KH*KW*C]) or, when `transposed`, column-major ([KH*KW*C, count]). Either way
-// the innermost loop writes consecutive addresses (the reads stay within one image row, in L1).
+// the innermost loop writes consecutive addresses (the reads stay within one image row, in L1). The
+// patches keep x's element type: a copy, exact, and a bf16 panel is half the traffic and lets the GEMM
+// multiply bf16 x bf16 (vdpbf16ps where that is faster).
 template <class T>
-void im2col(const conv_geometry& g, const T* x, std::size_t row0, std::size_t count, float* patches, bool transposed) {
+void im2col(const conv_geometry& g, const T* x, std::size_t row0, std::size_t count, T* patches, bool transposed) {
   const std::size_t c = g.c, width = g.patch(), step = g.sw * g.c;
+  const T zero_value{};
   if (transposed) {
     walk_patches(
         g, row0, count,
         [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
           for (std::size_t k = 0; k < c; ++k) {
-            float* d = patches + (col + k) * count + r;
+            T* d = patches + (col + k) * count + r;
             const T* s = x + src + k;
-            for (std::size_t p = 0; p < pixels; ++p) d[p] = static_cast<float>(s[p * step]);
+            for (std::size_t p = 0; p < pixels; ++p) d[p] = s[p * step];
           }
         },
         [&](std::size_t r, std::size_t col, std::size_t pixels) {
-          for (std::size_t k = 0; k < c; ++k) std::fill_n(patches + (col + k) * count + r, pixels, 0.0f);
+          for (std::size_t k = 0; k < c; ++k) std::fill_n(patches + (col + k) * count + r, pixels, zero_value);
         });
     return;
   }
@@ -267,24 +271,20 @@ void im2col(const conv_geometry& g, const T* x, std::size_t row0, std::size_t co
     walk_patches(
         g, row0, count,
         [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
-          for (std::size_t p = 0; p < pixels; ++p) patches[(r + p) * width + col] = static_cast<float>(x[src + p * step]);
+          for (std::size_t p = 0; p < pixels; ++p) patches[(r + p) * width + col] = x[src + p * step];
         },
         [&](std::size_t r, std::size_t col, std::size_t pixels) {
-          for (std::size_t p = 0; p < pixels; ++p) patches[(r + p) * width + col] = 0.0f;
+          for (std::size_t p = 0; p < pixels; ++p) patches[(r + p) * width + col] = zero_value;
         });
     return;
   }
   walk_patches(
       g, row0, count,
       [&](std::size_t r, std::size_t col, std::size_t pixels, std::size_t src) {
-        for (std::size_t p = 0; p < pixels; ++p) {
-          float* d = patches + (r + p) * width + col;
-          const T* s = x + src + p * step;
-          for (std::size_t k = 0; k < c; ++k) d[k] = static_cast<float>(s[k]);
-        }
+        for (std::size_t p = 0; p < pixels; ++p) std::memcpy(patches + (r + p) * width + col, x + src + p * step, c * sizeof(T));
       },
       [&](std::size_t r, std::size_t col, std::size_t pixels) {
-        for (std::size_t p = 0; p < pixels; ++p) std::fill_n(patches + (r + p) * width + col, c, 0.0f);
+        for (std::size_t p = 0; p < pixels; ++p) std::fill_n(patches + (r + p) * width + col, c, zero_value);
       });
 }
 
@@ -347,8 +347,9 @@ void forward_rows(const conv_geometry& g, const T* x, const void* w, ir::dtype_c
                   std::size_t r0, std::size_t count, std::size_t chunk) {
   const std::size_t width = g.patch();
   const scratch_layout s = layout_of(a.scratch, chunk * width);
-  im2col(g, x, r0, count, s.panel, false);
-  const kernels::matrix_view patches{s.panel, width, 1, false};
+  T* panel = reinterpret_cast<T*>(s.panel);
+  im2col(g, x, r0, count, panel, false);
+  const kernels::matrix_view patches{panel, width, 1, std::is_same_v<T, bfloat16>};
   const kernels::matrix_view filter{w, g.o, 1, dtype == ir::dtype_code::bf16};
   const bool direct = a.sink == nullptr && dtype == ir::dtype_code::f32;
   float* c = direct ? static_cast<float*>(y) + r0 * g.o : s.block;
@@ -382,8 +383,9 @@ void filter_grad_rows(const conv_geometry& g, const T* x, const void* ct, ir::dt
                       std::size_t r0, std::size_t count, std::size_t chunk) {
   const std::size_t width = g.patch(), out = width * g.o;
   const scratch_layout s = layout_of(a.scratch, chunk * width);
-  im2col(g, x, r0, count, s.panel, true);  // [width, count]: the GEMM's A, read row-major
-  const kernels::matrix_view patches_t{s.panel, count, 1, false};
+  T* panel = reinterpret_cast<T*>(s.panel);
+  im2col(g, x, r0, count, panel, true);  // [width, count]: the GEMM's A, read row-major
+  const kernels::matrix_view patches_t{panel, count, 1, std::is_same_v<T, bfloat16>};
   const kernels::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * elem_size(dtype), g.o, 1,
                                dtype == ir::dtype_code::bf16};
   kernels::select_gemm()(patches_t, b, 0, width, g.o, count, s.block, g.o, s.gemm);
