@@ -443,6 +443,12 @@ class executor {
         case ir::prim_kind::broadcast: broadcast_into(kr, node, first, n, out, tile_of); break;
         case ir::prim_kind::reshape: tile_of[m] = operand_tile(kr, node.operand(0), node.dtype, first, n, out, tile_of); break;
         default: {
+          // The root, last of the members and stored as its tile holds it (not bf16), is evaluated
+          // straight into its storage: no copy of the tile afterwards (store_root sees it there).
+          if (id == kr.root && m + 1 == kr.member_count && node.dtype != ir::dtype_code::bf16) {
+            out = static_cast<unsigned char*>(storage(id)) + first * ir::bytes_of(node.dtype);
+            tile_of[m] = out;
+          }
           // Operands outside the kernel are read in place or converted into spare tiles after the members.
           const void* in[ir::max_operands];
           unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
@@ -533,7 +539,8 @@ class executor {
   void store_root(const plan::kernel& kr, std::size_t first, std::size_t n, const void** tile_of) const {
     const int m = slot_of(kr, kr.root);
     const ir::node& root = nd(kr.root);
-    store_tile(root.dtype, tile_of[m], n, static_cast<unsigned char*>(storage(kr.root)) + first * ir::bytes_of(root.dtype));
+    void* to = static_cast<unsigned char*>(storage(kr.root)) + first * ir::bytes_of(root.dtype);
+    if (tile_of[m] != to) store_tile(root.dtype, tile_of[m], n, to);
   }
 
   // Each thread's scratch: the member tiles' pointers, then the tiles (and GEMM panels).
