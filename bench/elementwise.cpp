@@ -7,7 +7,7 @@
 //                    donated, so that the result is written into the caller's buffer (donated_*).
 //   relu_affine_row  the same with b a broadcast row: x f32[4096,4096], b f32[4096]; vs a STREAM scale pass.
 //   softmax_rows     row softmax of f32[4096,1024] vs one read + one write of the matrix (a scale pass),
-//                    vs Eigen's row softmax.
+//                    vs Eigen's row softmax; and with x donated (donated_*).
 //   transcendental/<f> y = f(x) over x f32[2^20] for exp, log, log1p, expm1, tanh, logistic, sin, cos,
 //                    sqrt, rsqrt, erf and gelu (tanh form): the three paths of the unary primitives
 //                    (backend/hwy_math.hpp) in the same run, through jit (forced with force_math_path)
@@ -230,21 +230,34 @@ void softmax_rows(benchmark::State& state) {
     auto y = jit(f)(x);
     benchmark::DoNotOptimize(y.data());
   };
+  // The input donated: each call's result lands in the buffer it read (a softmax of the last one's).
+  tensor<float, mat> carried = x;
+  auto donated = [&] {
+    carried = jit(f)(tessel::donate(carried));
+    benchmark::DoNotOptimize(carried.data());
+  };
   {
     const auto y = jit(f)(x);
     eigen();
     if (max_difference(y, e, n) > 1e-5) state.SkipWithError("tessel and Eigen disagree");
+    const float* before = carried.data();
+    donated();
+    if (carried.data() != before) state.SkipWithError("the donated buffer was not reused");
+    if (max_difference(carried, e, n) > 1e-5) state.SkipWithError("the donated softmax and Eigen disagree");
   }
   const int reps = tessel_bench::reps_for(tessel_bench::time_once(ours));
-  race r(3);
+  race r(4);
   for (auto _ : state) {
     state.SetIterationTime(r.run(0, ours, reps));
     r.run(1, [&] { scale(0.5f, x.data(), c.data(), n); benchmark::DoNotOptimize(c.data()); }, reps);
     r.run(2, eigen, reps);
+    r.run(3, donated, reps);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * n * sizeof(float)));
   state.counters["of_rw_bound"] = r.speedup(0, 1);
   state.counters["vs_eigen"] = r.speedup(0, 2);
+  state.counters["donated_of_rw_bound"] = r.speedup(3, 1);
+  state.counters["donated_vs_eigen"] = r.speedup(3, 2);
   state.counters["eigen_of_rw_bound"] = r.speedup(2, 1);
 }
 

@@ -90,9 +90,23 @@ constexpr std::size_t leaves_of() {
   else return tree::leaf_count<tree::rebind_t<A, tracer>>();  // counted on tracers: no allocation
 }
 
+// Whether every member of row kernel k that reads node id is elementwise or a reduction over rows: those
+// read id only in the rows that the same pass then stores (run_rows), so k may write its result over id.
+template <class Plan>
+constexpr bool reads_only_its_rows(const Plan& plan, const plan::kernel& k, int id) {
+  for (int m = 0; m < k.member_count; ++m) {
+    const ir::node& member = plan.node(plan.members[static_cast<std::size_t>(k.first_member + m)]);
+    for (std::size_t a = 0; a < member.arity; ++a)
+      if (member.operand(a) == id && member.prim->kind != ir::prim_kind::elementwise && member.prim->kind != ir::prim_kind::reduce)
+        return false;
+  }
+  return true;
+}
+
 // Which result takes which donated parameter's buffer (-1: a new buffer). A result may reuse a donated
 // parameter of its dtype and shape when no kernel reads the parameter after the result's kernel, or the
-// result's kernel is an elementwise loop that reads the parameter at the very element it writes.
+// result's kernel is an elementwise loop that reads the parameter at the very element it writes, or a
+// row kernel (softmax) that reads it only in the rows it writes.
 template <class Traced, std::size_t P>
 constexpr std::array<int, Traced::outputs> pair_donations(const std::array<bool, P>& donated_parameter) {
   const auto& plan = Traced::plan;
@@ -116,7 +130,10 @@ constexpr std::array<int, Traced::outputs> pair_donations(const std::array<bool,
       const ir::node& param = plan.node(pn);
       if (param.dtype != n.dtype || !(param.shape == n.shape) || plan.output_index[static_cast<std::size_t>(pn)] >= 0) continue;
       const int last = plan.last_reader[static_cast<std::size_t>(pn)];
-      if (last < k || (last == k && writer.kind == plan::kernel_kind::loop && writer.uniform)) {
+      const bool in_place = (writer.kind == plan::kernel_kind::loop && writer.uniform) ||
+                            (writer.kind == plan::kernel_kind::row && param.shape == writer.row_shape &&
+                             reads_only_its_rows(plan, writer, pn));
+      if (last < k || (last == k && in_place)) {
         donor[o] = static_cast<int>(j);
         used[j] = true;
         break;

@@ -75,6 +75,30 @@ TEST(Donation, UnsafeReusesAreRefused) {
   expect_same_as_undonated([](auto w, auto x) { return std::make_tuple(tessel::matmul(w, w), w - x); });
 }
 
+TEST(Donation, RowKernelsWriteOverTheRowsTheyRead) {
+  // Softmax and a centring by the row mean are row kernels: each pass reads its rows whole, then stores
+  // them, so a donated input of the result's shape takes the result. Rows spread over threads and passes.
+  using rows = tensor<float, shape<96, 300>>;
+  const auto x0 = random_tensor<float, shape<96, 300>>(9);
+  const auto softmax = [](auto x) { return tessel::softmax(x); };
+  const auto centre = [](auto x) { return x - tessel::broadcast_in_dim<shape<96, 300>, 0>(tessel::mean<1>(x)); };
+  const auto want_softmax = jit(softmax)(x0);
+  const auto want_centre = jit(centre)(x0);
+  rows a = x0, b = x0;
+  const float* a_buffer = a.data();
+  const float* b_buffer = b.data();
+  const rows got_softmax = jit(softmax)(donate(a));
+  const rows got_centre = jit(centre)(donate(b));
+  EXPECT_EQ(got_softmax.data(), a_buffer);
+  EXPECT_EQ(got_centre.data(), b_buffer);
+  for (std::size_t i = 0; i < rows::size; ++i) {
+    ASSERT_EQ(got_softmax[i], want_softmax[i]) << i;
+    ASSERT_EQ(got_centre[i], want_centre[i]) << i;
+  }
+  // A row kernel that also reads the donated input another way keeps a new buffer.
+  expect_same_as_undonated([](auto w, auto x) { return std::make_tuple(tessel::softmax(w) + tessel::transpose<1, 0>(w), x); });
+}
+
 TEST(Donation, RepeatedStepsMatch) {
   auto w = random_tensor<float, shape<4, 4>>(6);
   auto m = random_tensor<float, shape<4, 4>>(7);
