@@ -24,9 +24,20 @@ void reduce_row_as(const void* in, std::size_t n, void* acc) {
   if constexpr (std::is_same_v<V, float>) {
     using batch = xsimd::batch<float>;
     if (n >= batch::size) {
-      batch partial(Rule::template identity<float>());
-      for (; i + batch::size <= n; i += batch::size) partial = Rule::combine(partial, batch::load_unaligned(x + i));
-      alignas(64) float lanes[batch::size];
+      // Four independent partials: one chain of combines (max's NaN test, compare and blend) waits on
+      // its own latency every vector, which made a softmax's row max cost more than its exp.
+      constexpr std::size_t w = batch::size;
+      const batch identity(Rule::template identity<float>());
+      batch p0 = identity, p1 = identity, p2 = identity, p3 = identity;
+      for (; i + 4 * w <= n; i += 4 * w) {
+        p0 = Rule::combine(p0, batch::load_unaligned(x + i));
+        p1 = Rule::combine(p1, batch::load_unaligned(x + i + w));
+        p2 = Rule::combine(p2, batch::load_unaligned(x + i + 2 * w));
+        p3 = Rule::combine(p3, batch::load_unaligned(x + i + 3 * w));
+      }
+      for (; i + w <= n; i += w) p0 = Rule::combine(p0, batch::load_unaligned(x + i));
+      const batch partial = Rule::combine(Rule::combine(p0, p1), Rule::combine(p2, p3));
+      alignas(64) float lanes[w];
       partial.store_aligned(lanes);
       for (float l : lanes) out = Rule::combine(out, l);
     }
