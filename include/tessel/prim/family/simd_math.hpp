@@ -41,10 +41,12 @@ template <Batch V> V floor(const V& x);
 template <Batch V> V abs(const V& x);
 template <class C, Batch V> V select(const C& c, const V& a, const V& b);
 
-// NaN is the one value unequal to itself (in every lane).
+// NaN is the one value that is not equal to itself. Written as !(x == x), not x != x: xsimd 8's != on
+// AVX and AVX-512 is an ordered compare (_CMP_NEQ_OQ), false in NaN lanes, which let max and min drop
+// a NaN that arrived as their first operand.
 template <class V>
 auto is_nan(const V& x) {
-  return x != x;
+  return !(x == x);
 }
 
 template <class V>
