@@ -6,9 +6,9 @@
 //   sgemm_2t<N>  tessel::jit(matmul) on the host pool (2 threads here: the pool always has one thread
 //                per hardware thread, so 2 is the only count jit runs with) vs the peers on 2 threads.
 //   sgemm_1t<N>  one thread. jit cannot be limited to one thread, so this runs what jit's contraction
-//                kernel runs, on the calling thread: the executor's GEMM (kernels::select_gemm()) per
-//                block of MC rows into a panel, the panel then copied out (the identity epilogue), vs the
-//                peers on 1 thread.
+//                kernel runs, on the calling thread: B packed once (kernels::hwy_gemm_pack_b), then the
+//                executor's GEMM per block of MC rows into a panel, the panel copied out (the identity
+//                epilogue), vs the peers on 1 thread.
 #include <benchmark/benchmark.h>
 
 #include <cblas.h>
@@ -71,13 +71,17 @@ struct aligned_floats {
   float* p;
 };
 
-// What jit's contraction kernel does for C = A B, on one thread.
-void tessel_kernel(std::size_t n, const float* a, const float* b, float* c, float* scratch, float* panel) {
-  const tessel::kernels::matrix_view av{a, n, 1, false}, bv{b, n, 1, false};
-  const std::size_t mc = tessel::kernels::blocking_of().mc;
-  for (std::size_t m0 = 0; m0 < n; m0 += mc) {
-    const std::size_t m1 = std::min(n, m0 + mc);
-    tessel::kernels::select_gemm()(av, bv, m0, m1, n, n, panel, n, scratch);
+// What jit's contraction kernel does for C = A B, on one thread: B packed once, then each block of MC
+// rows multiplied into a panel and copied out.
+void tessel_kernel(std::size_t n, const float* a, const float* b, float* c, float* scratch, float* panel, float* packed) {
+  namespace k = tessel::kernels;
+  const k::matrix_view av{a, n, 1, false}, bv{b, n, 1, false};
+  const k::gemm_blocking blocks = k::blocking_of();
+  const k::packed_b_layout layout = k::hwy_gemm_packed_b_layout(av, bv, n, n, blocks);
+  k::hwy_gemm_pack_b(bv, n, n, blocks, layout, 0, layout.panels, packed);
+  for (std::size_t m0 = 0; m0 < n; m0 += blocks.mc) {
+    const std::size_t m1 = std::min(n, m0 + blocks.mc);
+    k::hwy_gemm_rows_packed(av, packed, layout, m0, m1, n, n, panel, n, scratch, blocks);
     std::memcpy(c + m0 * n, panel, (m1 - m0) * n * sizeof(float));
   }
 }
@@ -132,9 +136,11 @@ void sgemm_1t(benchmark::State& state) {
   tensor<float, sq> c0, c1, c2;
   aligned_floats scratch(tessel::kernels::gemm_scratch_floats());
   aligned_floats panel(tessel::kernels::blocking_of().mc * N);
+  const std::size_t nr = tessel::kernels::blocking_of().nr;
+  aligned_floats packed((N + nr - 1) / nr * nr * N);
   const double flops = 2.0 * N * N * N;
   const double peak_flops = std::max(flops, 1e9);
-  auto ours = [&] { tessel_kernel(N, a.data(), b.data(), c0.data(), scratch.p, panel.p); };
+  auto ours = [&] { tessel_kernel(N, a.data(), b.data(), c0.data(), scratch.p, panel.p, packed.p); };
   {
     ours();
     onednn_sgemm(N, 1, a.data(), b.data(), c1.data());

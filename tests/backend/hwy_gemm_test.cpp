@@ -2,7 +2,8 @@
 // with and without vdpbf16ps), xsimd's gemm_rows and the scalar gemm_reference, each against the exact
 // product (double) within the documented bound 2 k u sum|a b|. Random matrices in every layout the
 // kernels read through strides (row-major, transposed, both strides > 1), f32, bf16 and mixed operands,
-// sizes that hit full tiles, edges and several K/N blocks, and row sub-ranges.
+// sizes that hit full tiles, edges and several K/N blocks, and row sub-ranges; B packed once for a whole
+// product against the kernel that packs it per block.
 
 // Compile every target Highway can attain (not only those better than -march=native's baseline) so
 // that each one's kernel is tested on this CPU.
@@ -21,7 +22,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <new>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <vector>
@@ -198,6 +201,90 @@ TEST(HwyGemm, EveryTargetAgreesWithExactProduct) {
     hwy_gemm_set_bf16_products(before);
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// B packed once (hwy_gemm_pack_b, in two ranges of panels as two threads would) and multiplied block by
+// block of rows and of NR-aligned columns, as the executor does: bit for bit the blocked kernel's result
+// with the same blocks (a K block of 37 elements makes an odd one for vdpbf16ps' pairs), and within the
+// exact product's bound.
+void check_packed_against_blocked(const char* path, const shape3& s, std::size_t m0, const operand& a,
+                                  const operand& b, const exact_product& e) {
+  static scratch_buffer scratch;
+  const gemm_blocking own = blocking_of();
+  gemm_blocking blocks = own;
+  blocks.kc = 37;
+  blocks.mc = 2 * own.mr;
+  blocks.nc = 3 * own.nr;
+  const packed_b_layout layout = hwy_gemm_packed_b_layout(a.view, b.view, s.n, s.k, blocks);
+  ASSERT_GT(layout.nr, 0u);  // this target's NR (blocking_of() keeps the best target's)
+  ASSERT_EQ(layout.panels, (s.n + layout.nr - 1) / layout.nr);
+  EXPECT_EQ(layout.pairs, a.view.bf16 && b.view.bf16 && hwy_gemm_uses_dpbf16());
+  const std::size_t words = layout.floats();
+  float* packed = static_cast<float*>(::operator new((words + 1) * sizeof(float), std::align_val_t{64}));
+  packed[words] = 4321.0f;  // a word past the layout must stay untouched
+  const std::size_t half = layout.panels / 2;
+  hwy_gemm_pack_b(b.view, s.n, s.k, blocks, layout, half, layout.panels, packed);
+  hwy_gemm_pack_b(b.view, s.n, s.k, blocks, layout, 0, half, packed);
+  EXPECT_EQ(packed[words], 4321.0f);
+  const std::size_t elem = b.view.bf16 ? 2 : 4, width = 2 * layout.nr, rows = s.m - m0;
+  std::vector<float> got(rows * s.n), want(rows * s.n);
+  for (std::size_t r0 = m0; r0 < s.m; r0 += blocks.mc)
+    for (std::size_t c0 = 0; c0 < s.n; c0 += width) {
+      const std::size_t r1 = std::min(s.m, r0 + blocks.mc), w = std::min(width, s.n - c0);
+      float* g = got.data() + (r0 - m0) * s.n + c0;
+      hwy_gemm_rows_packed(a.view, packed + c0 / layout.nr * layout.panel_floats, layout, r0, r1, w, s.k, g, s.n,
+                           scratch.p, blocks);
+      matrix_view columns = b.view;
+      columns.data = static_cast<const unsigned char*>(b.view.data) + c0 * b.view.col_stride * elem;
+      select_blocked_gemm()(a.view, columns, r0, r1, w, s.k, want.data() + (r0 - m0) * s.n + c0, s.n, scratch.p, blocks);
+    }
+  ::operator delete(packed, std::align_val_t{64});
+  constexpr double u = 1.0 / (1 << 24);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < s.n; ++j) {
+      const float x = got[i * s.n + j], y = want[i * s.n + j];
+      const double exact_c = e.c[(m0 + i) * s.n + j];
+      const double bound = 2.0 * static_cast<double>(s.k) * u * e.abs[(m0 + i) * s.n + j] + 1e-30;
+      if (std::memcmp(&x, &y, sizeof x) != 0 || !(std::abs(x - exact_c) <= bound)) {
+        ADD_FAILURE() << describe(path, s, m0, a.view, b.view) << ": packed C(" << m0 + i << "," << j << ") = " << x
+                      << ", blocked " << y << ", exact " << exact_c << ", bound " << bound;
+        return;
+      }
+    }
+}
+
+TEST(HwyGemm, PackedBIsTheBlockedKernelBitForBit) {
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  const bf16_products before = hwy_gemm_set_bf16_products(bf16_products::dpbf16);
+  for (std::int64_t target : {targets.front(), targets.back()}) {  // the best and the least capable
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (bf16_products how : {bf16_products::dpbf16, bf16_products::widened}) {
+      hwy_gemm_set_bf16_products(how);
+      const std::string path = std::string("packed ") + hwy::TargetName(target) +
+                               (hwy_gemm_uses_dpbf16() ? " (vdpbf16ps)" : " (widened)");
+      for_all_cases([&](const shape3& s, std::size_t m0, const operand& a, const operand& b, const exact_product& e) {
+        if (how == bf16_products::widened && !(a.view.bf16 && b.view.bf16)) return;  // f32: once
+        check_packed_against_blocked(path.c_str(), s, m0, a, b, e);
+      });
+      if (::testing::Test::HasFailure()) break;
+    }
+  }
+  hwy_gemm_set_bf16_products(before);
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(HwyGemm, PackingOutsideTheLayoutIsRefused) {
+  hwy::SetSupportedTargetsForTest(0);
+  const float a = 1.0f, b = 2.0f;
+  const matrix_view va{&a, 1, 1, false}, vb{&b, 1, 1, false};
+  const packed_b_layout layout = hwy_gemm_packed_b_layout(va, vb, 1, 1, blocking_of());
+  EXPECT_EQ(layout.panels, 1u);
+  std::vector<float> out(layout.floats() + 16);
+  EXPECT_THROW(hwy_gemm_pack_b(vb, 1, 1, blocking_of(), layout, 0, 2, out.data()), std::invalid_argument);
+  gemm_blocking too_big = blocking_of();
+  too_big.kc *= 2;
+  EXPECT_THROW(hwy_gemm_packed_b_layout(va, vb, 1, 1, too_big), std::invalid_argument);
 }
 
 TEST(HwyGemm, XsimdScalarAndHwyAgree) {

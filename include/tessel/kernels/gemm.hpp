@@ -104,4 +104,33 @@ using gemm_blocked_fn = void (*)(const matrix_view& a, const matrix_view& b, std
                                  const gemm_blocking& blocks);
 gemm_blocked_fn select_blocked_gemm(gemm_kernel which = default_gemm_kernel);
 
+// B packed once for a whole product and shared by every block of rows and every thread. The executor
+// packs B so where more than one block of rows reads it: packing it again for each block of MC rows
+// repeated the work M / MC times (12-25% of an SGEMM's time at N >= 512). Panel q holds B's columns
+// [q NR, q NR + NR) for all of K, K block after K block, as the micro-kernel reads them.
+struct packed_b_layout {
+  std::size_t nr = 0;            // columns per panel: the kernel's NR
+  std::size_t panels = 0;        // ceil(n / NR); 0 where the running CPU's kernel has no packed form
+  std::size_t panel_floats = 0;  // 32-bit words per panel (f32, or bf16 pairs)
+  bool pairs = false;            // bf16 pairs along K for vdpbf16ps (hwy_gemm_uses_dpbf16), else f32
+  std::size_t floats() const { return panels * panel_floats; }
+};
+
+// How hwy_gemm_rows_packed wants B (k x n) packed for C = A B with these blocks (KC, MC, NC checked as
+// gemm_blocked_fn's). The product's path (f32 or vdpbf16ps pairs) is fixed here, for pack and multiply.
+packed_b_layout hwy_gemm_packed_b_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
+                                         const gemm_blocking& blocks);
+
+// Panels [first, last) of B's packed form into `out` (layout.floats() floats, 64-byte aligned). Threads
+// may pack disjoint ranges of panels at once.
+void hwy_gemm_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,
+                     const packed_b_layout& layout, std::size_t first, std::size_t last, float* out);
+
+// The blocked Highway GEMM with B packed: C[0 : m1 - m0, 0 : n] = A[m0 : m1, :] * B[:, c0 : c0 + n], where
+// `packed` points at panel c0 / NR of B's packed form (c0 a multiple of NR) and blocks.kc is the KC it was
+// packed with. Bit-identical to select_blocked_gemm()'s result with the same blocks.
+void hwy_gemm_rows_packed(const matrix_view& a, const float* packed, const packed_b_layout& layout, std::size_t m0,
+                          std::size_t m1, std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                          const gemm_blocking& blocks);
+
 }  // namespace tessel::kernels

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <stdexcept>
 
 #ifndef HWY_WANT_AVX3_DL  // see implementation.hpp
 #define HWY_WANT_AVX3_DL 1
@@ -137,6 +138,17 @@ inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::si
 }
 inline bool uses_dpbf16() { return false; }
 inline gemm_blocking blocking_target() { return {}; }
+// No packed form: panels == 0 tells the caller to use gemm_rows_target.
+inline packed_b_layout packed_layout_target(const matrix_view&, const matrix_view&, std::size_t, std::size_t,
+                                            const gemm_blocking&) {
+  return {};
+}
+inline void pack_b_target(const matrix_view&, std::size_t, std::size_t, const gemm_blocking&, const packed_b_layout&,
+                          std::size_t, std::size_t, float*) {}
+inline void gemm_rows_packed_target(const matrix_view&, const float*, const packed_b_layout&, std::size_t, std::size_t,
+                                    std::size_t, std::size_t, float*, std::size_t, float*, const gemm_blocking&) {
+  throw std::logic_error("tessel::kernels::hwy_gemm_rows_packed: this target has no packed B (its layout has 0 panels)");
+}
 #else
 
 // Blocking for this target. NC is as large as the library's one scratch size (detail::scratch_floats)
@@ -158,9 +170,10 @@ struct blocking {
 // ---- f32 path (f32 operands, or bf16 widened while packing) ----
 
 // B's block [k0, k0 + kc) x [n0, n0 + nc) into panels of NR columns (row-major within a panel), as f32,
-// zero past column n0 + nc.
+// zero past column n0 + nc. Panel q starts at out + q * panel_floats (kc * NR in a scratch packed per
+// K block; more where B is packed whole, every K block of a panel after the previous one).
 inline void pack_b_f32(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc,
-                       float* HWY_RESTRICT out) {
+                       float* HWY_RESTRICT out, std::size_t panel_floats) {
   constexpr std::size_t nr = blocking::nr, lanes = blocking::lanes;
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -171,20 +184,22 @@ inline void pack_b_f32(const matrix_view& b, std::size_t k0, std::size_t kc, std
   const std::size_t whole = b.col_stride == 1 ? nc / nr * nr : 0;
   for (std::size_t k = 0; k < kc && whole > 0; ++k) {
     const std::size_t at = (k0 + k) * b.row_stride + n0;
-    for (std::size_t j = 0; j < whole; j += nr)
-      for (std::size_t v = 0; v < nr; v += lanes) {
-        float* HWY_RESTRICT to = out + j * kc + k * nr + v;
-        if (b.bf16) {
+    float* HWY_RESTRICT row = out + k * nr;
+    if (b.bf16) {
+      for (std::size_t j = 0; j < whole; j += nr)
+        for (std::size_t v = 0; v < nr; v += lanes) {
           const auto bits = hn::PromoteTo(du, hn::LoadU(du16, bf16_bits(b) + at + j + v));
-          hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(bits)), df, to);
-        } else {
-          hn::Store(hn::LoadU(df, f32_data(b) + at + j + v), df, to);
+          hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(bits)), df, row + j / nr * panel_floats + v);
         }
-      }
+    } else {
+      for (std::size_t j = 0; j < whole; j += nr)
+        for (std::size_t v = 0; v < nr; v += lanes)
+          hn::Store(hn::LoadU(df, f32_data(b) + at + j + v), df, row + j / nr * panel_floats + v);
+    }
   }
   for (std::size_t j = whole; j < nc; j += nr) {
     const std::size_t w = std::min(nr, nc - j);
-    float* HWY_RESTRICT panel = out + j * kc;
+    float* HWY_RESTRICT panel = out + j / nr * panel_floats;
     if (b.row_stride == 1) {  // B^T given: K contiguous per column
       for (std::size_t col = 0; col < w; ++col) {
         const std::size_t at = (n0 + j + col) * b.col_stride + k0;
@@ -298,9 +313,11 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
 }
 
 // `blocks` (KC, MC, NC at most this target's, checked by the caller) says how the product is blocked;
-// the scratch regions keep this target's sizes, so any such blocks fit.
+// the scratch regions keep this target's sizes, so any such blocks fit. B comes packed whole in
+// `packed` (pack_b_whole's layout) or, where that is null, is packed here one K x NC block at a time.
 inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
-                          std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+                          std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks,
+                          const float* packed = nullptr, std::size_t panel_floats = 0) {
   constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
   const std::size_t kc_max = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
   float* packed_b = scratch;
@@ -310,13 +327,16 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
     const std::size_t nc = std::min(nc_max, n - j0);
     for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
       const std::size_t kc = std::min(kc_max, k - p0);
-      pack_b_f32(b, p0, kc, j0, nc, packed_b);
+      // Panel q of this block at b_block + q * stride.
+      const float* b_block = packed != nullptr ? packed + j0 / nr * panel_floats + p0 * nr : packed_b;
+      const std::size_t stride = packed != nullptr ? panel_floats : kc * nr;
+      if (packed == nullptr) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
         const std::size_t mc = std::min(mc_max, m1 - i0);
         pack_a_f32(a, i0, mc, p0, kc, packed_a);
         for (std::size_t j = 0; j < nc; j += nr)
           for (std::size_t i = 0; i < mc; i += mr)
-            micro_kernel_f32(kc, packed_a + i * kc, packed_b + j * kc, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
+            micro_kernel_f32(kc, packed_a + i * kc, b_block + j / nr * stride, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
                              std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
       }
     }
@@ -328,9 +348,10 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
 // k + 1 in the high half); one instruction adds both products of a pair into each f32 lane. An odd
 // K ends with a pair whose high halves are zero in both operands.
 
-// B's K block [k0, k0 + kc) as kp = ceil(kc / 2) rows of pairs, NR pairs per panel row.
+// B's K block [k0, k0 + kc) as kp = ceil(kc / 2) rows of pairs, NR pairs per panel row; panel q at
+// out + q * panel_words (kp * NR in a scratch packed per K block).
 inline void pack_b_pairs(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc,
-                         std::uint32_t* HWY_RESTRICT out) {
+                         std::uint32_t* HWY_RESTRICT out, std::size_t panel_words) {
   constexpr std::size_t nr = blocking::nr, lanes = blocking::lanes;
   const std::size_t kp = (kc + 1) / 2;
   const hn::ScalableTag<std::uint32_t> du;
@@ -345,12 +366,12 @@ inline void pack_b_pairs(const matrix_view& b, std::size_t k0, std::size_t kc, s
       for (std::size_t v = 0; v < nr; v += lanes) {
         auto pair = hn::PromoteTo(du, hn::LoadU(du16, lo + j + v));
         if (has_hi) pair = hn::Or(pair, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, lo + b.row_stride + j + v))));
-        hn::Store(pair, du, out + j * kp + p * nr + v);
+        hn::Store(pair, du, out + j / nr * panel_words + p * nr + v);
       }
   }
   for (std::size_t j = whole; j < nc; j += nr) {
     const std::size_t w = std::min(nr, nc - j);
-    std::uint32_t* HWY_RESTRICT panel = out + j * kp;
+    std::uint32_t* HWY_RESTRICT panel = out + j / nr * panel_words;
     for (std::size_t col = 0; col < nr; ++col)
       for (std::size_t p = 0; p < kp; ++p) {
         std::uint32_t pair = 0;
@@ -428,10 +449,12 @@ __attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_d
 }
 
 // K blocks of blocks.kc elements, ceil(kc / 2) pairs: a pair takes the room of one float in the f32
-// path's regions, so the scratch holds them.
+// path's regions, so the scratch holds them. B packed whole (pack_b_whole) or, with `packed` null,
+// here one block at a time, as in gemm_rows_f32.
 inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
                              std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
-                             const gemm_blocking& blocks) {
+                             const gemm_blocking& blocks, const std::uint32_t* packed = nullptr,
+                             std::size_t panel_words = 0) {
   constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
   const std::size_t k_block = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
   auto* packed_b = reinterpret_cast<std::uint32_t*>(scratch);
@@ -441,13 +464,16 @@ inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::si
     const std::size_t nc = std::min(nc_max, n - j0);
     for (std::size_t p0 = 0; p0 < k; p0 += k_block) {
       const std::size_t kc = std::min(k_block, k - p0), kp = (kc + 1) / 2;
-      pack_b_pairs(b, p0, kc, j0, nc, packed_b);
+      const std::uint32_t* b_block =
+          packed != nullptr ? packed + j0 / nr * panel_words + p0 / k_block * ((k_block + 1) / 2) * nr : packed_b;
+      const std::size_t stride = packed != nullptr ? panel_words : kp * nr;
+      if (packed == nullptr) pack_b_pairs(b, p0, kc, j0, nc, packed_b, stride);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
         const std::size_t mc = std::min(mc_max, m1 - i0);
         pack_a_pairs(a, i0, mc, p0, kc, packed_a);
         for (std::size_t j = 0; j < nc; j += nr)
           for (std::size_t i = 0; i < mc; i += mr)
-            micro_kernel_dpbf16(kp, packed_a + i * kp, packed_b + j * kp, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
+            micro_kernel_dpbf16(kp, packed_a + i * kp, b_block + j / nr * stride, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
                                 std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
       }
     }
@@ -511,6 +537,66 @@ inline bool uses_dpbf16() {
 #else
   return false;
 #endif
+}
+
+// ---- B packed once for a whole product (hwy_gemm_pack_b in gemm.hpp) ----
+// Panel q holds B's columns [q NR, q NR + NR) for all of K, K block after K block, each as the K loop
+// reads it: kc rows of f32, or ceil(kc / 2) rows of pairs where the product takes the vdpbf16ps path.
+
+inline packed_b_layout packed_layout_target(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
+                                            const gemm_blocking& blocks) {
+  constexpr std::size_t nr = blocking::nr;
+  packed_b_layout layout;
+  layout.nr = nr;
+  layout.panels = (n + nr - 1) / nr;
+#if TESSEL_HWY_GEMM_DPBF16
+  layout.pairs = a.bf16 && b.bf16 && uses_dpbf16();
+#else
+  (void)a, (void)b;
+#endif
+  const std::size_t kb = blocks.kc;
+  const std::size_t rows = layout.pairs ? k / kb * ((kb + 1) / 2) + (k % kb + 1) / 2 : k;
+  layout.panel_floats = rows * nr;
+  return layout;
+}
+
+inline void pack_b_target(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,
+                          const packed_b_layout& layout, std::size_t first, std::size_t last, float* out) {
+  constexpr std::size_t nr = blocking::nr;
+  const std::size_t kb = blocks.kc, n0 = first * nr;
+  if (n0 >= n) return;
+  const std::size_t nc = std::min(n, last * nr) - n0;
+  for (std::size_t p0 = 0; p0 < k; p0 += kb) {
+    const std::size_t kc = std::min(kb, k - p0);
+#if TESSEL_HWY_GEMM_DPBF16
+    if (layout.pairs) {
+      pack_b_pairs(b, p0, kc, n0, nc,
+                   reinterpret_cast<std::uint32_t*>(out) + first * layout.panel_floats + p0 / kb * ((kb + 1) / 2) * nr,
+                   layout.panel_floats);
+      continue;
+    }
+#endif
+    pack_b_f32(b, p0, kc, n0, nc, out + first * layout.panel_floats + p0 * nr, layout.panel_floats);
+  }
+}
+
+inline void gemm_rows_packed_target(const matrix_view& a, const float* packed, const packed_b_layout& layout,
+                                    std::size_t m0, std::size_t m1, std::size_t n, std::size_t k, float* c,
+                                    std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+  if (k == 0) {
+    for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
+    return;
+  }
+  // NC only groups panels (each element's sum depends on KC alone): whole panels, so that every NC block
+  // starts at a panel.
+  gemm_blocking use = blocks;
+  use.nc = std::max(layout.nr, blocks.nc / layout.nr * layout.nr);
+#if TESSEL_HWY_GEMM_DPBF16
+  if (layout.pairs)
+    return gemm_rows_dpbf16(a, matrix_view{}, m0, m1, n, k, c, ldc, scratch, use,
+                            reinterpret_cast<const std::uint32_t*>(packed), layout.panel_floats);
+#endif
+  gemm_rows_f32(a, matrix_view{}, m0, m1, n, k, c, ldc, scratch, use, packed, layout.panel_floats);
 }
 
 // blocks.kc == 0: this target's own blocking.

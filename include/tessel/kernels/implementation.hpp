@@ -64,6 +64,9 @@ HWY_EXPORT(gemm_rows_target);
 HWY_EXPORT(target_name);
 HWY_EXPORT(uses_dpbf16);
 HWY_EXPORT(blocking_target);
+HWY_EXPORT(packed_layout_target);
+HWY_EXPORT(pack_b_target);
+HWY_EXPORT(gemm_rows_packed_target);
 inline void dispatch_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
                                std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
                                const gemm_blocking& blocks) {
@@ -72,6 +75,19 @@ inline void dispatch_gemm_rows(const matrix_view& a, const matrix_view& b, std::
 inline const char* dispatch_target_name() { return HWY_DYNAMIC_DISPATCH(target_name)(); }
 inline bool dispatch_uses_dpbf16() { return HWY_DYNAMIC_DISPATCH(uses_dpbf16)(); }
 inline gemm_blocking dispatch_blocking() { return HWY_DYNAMIC_DISPATCH(blocking_target)(); }
+inline packed_b_layout dispatch_packed_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
+                                              const gemm_blocking& blocks) {
+  return HWY_DYNAMIC_DISPATCH(packed_layout_target)(a, b, n, k, blocks);
+}
+inline void dispatch_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,
+                            const packed_b_layout& layout, std::size_t first, std::size_t last, float* out) {
+  HWY_DYNAMIC_DISPATCH(pack_b_target)(b, n, k, blocks, layout, first, last, out);
+}
+inline void dispatch_gemm_rows_packed(const matrix_view& a, const float* packed, const packed_b_layout& layout,
+                                      std::size_t m0, std::size_t m1, std::size_t n, std::size_t k, float* c,
+                                      std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
+  HWY_DYNAMIC_DISPATCH(gemm_rows_packed_target)(a, packed, layout, m0, m1, n, k, c, ldc, scratch, blocks);
+}
 }  // namespace hwy_detail
 
 namespace hwy_math_detail {
@@ -139,6 +155,28 @@ const gemm_entries& entries_of(gemm_kernel which) {
 }  // namespace
 
 gemm_blocked_fn select_blocked_gemm(gemm_kernel which) { return entries_of(which).blocked; }
+
+packed_b_layout hwy_gemm_packed_b_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
+                                         const gemm_blocking& blocks) {
+  check_blocks("hwy_gemm_packed_b_layout", blocks, blocking_of(gemm_kernel::hwy));
+  return hwy_detail::dispatch_packed_layout(a, b, n, k, blocks);
+}
+
+void hwy_gemm_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,
+                     const packed_b_layout& layout, std::size_t first, std::size_t last, float* out) {
+  check_blocks("hwy_gemm_pack_b", blocks, blocking_of(gemm_kernel::hwy));
+  if (first > last || last > layout.panels)
+    throw std::invalid_argument("tessel::kernels::hwy_gemm_pack_b: panels [" + std::to_string(first) + ", " +
+                                std::to_string(last) + ") are not within the layout's " + std::to_string(layout.panels));
+  hwy_detail::dispatch_pack_b(b, n, k, blocks, layout, first, last, out);
+}
+
+void hwy_gemm_rows_packed(const matrix_view& a, const float* packed, const packed_b_layout& layout, std::size_t m0,
+                          std::size_t m1, std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                          const gemm_blocking& blocks) {
+  check_blocks("hwy_gemm_rows_packed", blocks, blocking_of(gemm_kernel::hwy));
+  hwy_detail::dispatch_gemm_rows_packed(a, packed, layout, m0, m1, n, k, c, ldc, scratch, blocks);
+}
 
 void gemm_reference(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                     std::size_t k, float* c, std::size_t ldc, float* /*scratch*/) {

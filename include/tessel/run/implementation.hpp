@@ -164,7 +164,16 @@ inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node
 struct derived_plan {
   std::vector<kernel_grid> grids;
   std::size_t scratch_bytes = 0;
+  std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole
 };
+
+// Whether a contraction packs its B once for all blocks (kernels::hwy_gemm_pack_b) before multiplying:
+// when more than one block of rows reads each column of B, and every block of columns starts at a
+// panel of the packed form.
+inline bool packs_b_whole(const kernel_grid& g) {
+  const std::size_t nr = kernels::blocking_of().nr;
+  return !g.by_items && g.m_blocks > 1 && (g.n_blocks == 1 || g.bn % nr == 0);
+}
 
 inline derived_plan derive(const plan::plan_view& p) {
   derived_plan d;
@@ -181,6 +190,14 @@ inline derived_plan derive(const plan::plan_view& p) {
     else if (kr.kind == plan::kernel_kind::contraction)
       need += kernels::gemm_scratch_floats() * 4 + g.bm * g.bn * 4;  // the GEMM's panels, the C block
     d.scratch_bytes = std::max(d.scratch_bytes, (need + 63) / 64 * 64);
+    if (kr.kind == plan::kernel_kind::contraction && packs_b_whole(g)) {
+      // B packed as f32 panels of NR columns for every batch element (vdpbf16ps pairs take no more).
+      const ir::node& dot = p.node(kr.dot);
+      const prim::dot_layout l = prim::layout_of(dot, p.node(dot.operand(0)), p.node(dot.operand(1)));
+      const std::size_t nr = kernels::blocking_of().nr;
+      const std::size_t floats = (l.n + nr - 1) / nr * nr * l.k;
+      d.shared_bytes = std::max(d.shared_bytes, (g.batch * floats * 4 + 63) / 64 * 64);
+    }
   }
   return d;
 }
@@ -363,9 +380,10 @@ class executor {
     grids_ = &derived.grids;
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + derived.scratch_bytes;
-    const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + plan::arena_alignment;
+    const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + derived.shared_bytes + plan::arena_alignment;
     arena_ = thread_arena(total);
     scratch_ = arena_ + (p_.arena_bytes + plan::arena_alignment - 1) / plan::arena_alignment * plan::arena_alignment;
+    shared_ = reinterpret_cast<float*>(scratch_ + scratch_per_thread_ * threads_);
     run_range(0, p_.kernel_count, pool);
     for (std::size_t o = 0; o < p_.program.output_count; ++o) {
       const int id = p_.program.outputs[o];
@@ -902,7 +920,8 @@ class executor {
 
   // A GEMM and its epilogue over the plan's (batch, M / bm, N / bn) blocks: the kernel multiplies each
   // C block with the plan's blocks as its MC, NC and KC, and the epilogue runs on the block while it is
-  // in cache, on the thread that made it.
+  // in cache, on the thread that made it. Where several blocks of rows read B, the threads first pack
+  // B whole into the shared region, a range of panels each, and every block then reads it from there.
   void run_contraction(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
     const ir::node& dot = nd(kr.dot);
     const ir::node& lhs = nd(dot.operand(0));
@@ -916,6 +935,22 @@ class executor {
     blocks.nc = g.bn;
     blocks.kc = g.bk;
     const kernels::gemm_blocked_fn gemm = kernels::select_blocked_gemm();
+    kernels::packed_b_layout packed{};
+    if (packs_b_whole(g)) packed = kernels::hwy_gemm_packed_b_layout(d.lhs, d.rhs, d.n, d.k, blocks);
+    if (packed.panels > 0) {
+      // Panels grouped so that a thread packs a few whole ones at a time, batch element by element.
+      const std::size_t grain = std::max<std::size_t>(1, packed.panels / (2 * threads_));
+      pool.parallel_for(g.batch * packed.panels, grain, [&](std::size_t begin, std::size_t end, std::size_t) {
+        while (begin < end) {
+          const std::size_t b = begin / packed.panels, first = begin % packed.panels;
+          const std::size_t last = std::min(packed.panels, first + (end - begin));
+          prim::dot_layout local = d;
+          local.rhs.data = rbase + b * d.rhs_batch_stride * rhs_elem;
+          kernels::hwy_gemm_pack_b(local.rhs, d.n, d.k, blocks, packed, first, last, shared_ + b * packed.floats());
+          begin += last - first;
+        }
+      });
+    }
     pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* mem = thread_scratch(t);
       float* gemm_mem = reinterpret_cast<float*>(mem);
@@ -930,7 +965,11 @@ class executor {
         const std::size_t n0 = j * g.bn, width = std::min(d.n, n0 + g.bn) - n0;
         local.lhs.data = lbase + b * d.lhs_batch_stride * lhs_elem;
         local.rhs.data = rbase + (b * d.rhs_batch_stride + n0 * d.rhs.col_stride) * rhs_elem;
-        gemm(local.lhs, local.rhs, m0, m1, width, d.k, panel, width, gemm_mem, blocks);
+        if (packed.panels > 0)
+          kernels::hwy_gemm_rows_packed(local.lhs, shared_ + b * packed.floats() + n0 / packed.nr * packed.panel_floats,
+                                        packed, m0, m1, width, d.k, panel, width, gemm_mem, blocks);
+        else
+          gemm(local.lhs, local.rhs, m0, m1, width, d.k, panel, width, gemm_mem, blocks);
         // The epilogue on the block: one flat range when it holds whole rows, else row by row.
         const std::size_t base = (b * d.m + m0) * d.n + n0;
         const std::size_t runs = width == d.n ? 1 : m1 - m0, run = width == d.n ? (m1 - m0) * d.n : width;
@@ -1009,6 +1048,7 @@ class executor {
   const std::vector<kernel_grid>* grids_ = nullptr;
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;
+  float* shared_ = nullptr;  // derived_plan::shared_bytes, 64-byte aligned, after every thread's scratch
   std::size_t scratch_per_thread_ = 0, pointers_per_thread_ = 0, threads_ = 1;
 };
 
