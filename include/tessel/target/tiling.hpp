@@ -238,10 +238,15 @@ constexpr std::size_t block_bytes_total(const block_plan& p) {
   return total;
 }
 
-// A host has no DMA engine to copy blocks into a scratchpad: its GEMM packs the A and B blocks (as f32)
-// into a scratch that stays in cache, keeps C's micro-tile in registers and stores it in place. So on a
-// host a matmul's VMEM is its packed panels, bk x (bm + bn) floats, once, plus its whole operands.
-constexpr std::size_t packed_panel_bytes(std::size_t bm, std::size_t bn, std::size_t bk) { return bk * (bm + bn) * 4; }
+// A host has no DMA engine to copy blocks into a scratchpad: its GEMM packs A's block (as f32) into a
+// scratch that stays in cache and multiplies it by B one panel of NR packed columns at a time (B packed
+// once for the whole product where several blocks of rows read it, else block by block, streaming
+// through the cache), keeping C's micro-tile in registers and the C block in cache for the epilogue.
+// So on a host a matmul's VMEM is bk x (bm + nr) packed floats plus the bm x bn C block, once, plus its
+// whole operands.
+constexpr std::size_t packed_panel_bytes(std::size_t bm, std::size_t bn, std::size_t bk, std::size_t nr) {
+  return (bk * (bm + nr) + bm * bn) * 4;
+}
 
 constexpr bool packs_matmul(const target& t, const block_plan& p, std::size_t& bytes) {
   if (t.kind != target_kind::host) return false;
@@ -255,7 +260,7 @@ constexpr bool packs_matmul(const target& t, const block_plan& p, std::size_t& b
   }
   if (lhs == nullptr || rhs == nullptr || lhs->block.rank < 2 || rhs->block.rank < 2) return false;
   const std::size_t r = lhs->block.rank;
-  bytes = whole + packed_panel_bytes(lhs->block[r - 2], rhs->block[r - 1], lhs->block[r - 1]);
+  bytes = whole + packed_panel_bytes(lhs->block[r - 2], rhs->block[r - 1], lhs->block[r - 1], t.mxu_cols);
   return true;
 }
 
@@ -427,6 +432,29 @@ struct dim_walk {
   }
 };
 
+// The share of `cores` cores' time a grid of batch x ceil(m / bm) x ceil(n / bn) blocks keeps busy when
+// each block, in order, goes to whichever core is free first (as the host pool hands them out), a
+// block's work its rows x columns. 1: they all finish together.
+constexpr double grid_balance(std::size_t batch, std::size_t m, std::size_t bm, std::size_t n, std::size_t bn,
+                              std::size_t cores) {
+  std::array<std::size_t, 64> busy{};
+  const std::size_t c = min_of(min_of(cores, busy.size()), batch * ceil_div(m, bm) * ceil_div(n, bn));
+  std::size_t total = 0;
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t i = 0; i < m; i += bm)
+      for (std::size_t j = 0; j < n; j += bn) {
+        const std::size_t work = min_of(bm, m - i) * min_of(bn, n - j);
+        std::size_t first_free = 0;
+        for (std::size_t q = 1; q < c; ++q)
+          if (busy[q] < busy[first_free]) first_free = q;
+        busy[first_free] += work;
+        total += work;
+      }
+  std::size_t longest = 0;
+  for (std::size_t q = 0; q < c; ++q) longest = busy[q] > longest ? busy[q] : longest;
+  return longest == 0 ? 1.0 : static_cast<double>(total) / static_cast<double>(min_of(cores, busy.size()) * longest);
+}
+
 constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   block_plan p = start(t, k);
   if (!p.ok()) return p;
@@ -479,7 +507,7 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   const std::size_t fixed = whole_bytes(p);
   const bool packs = t.kind == target_kind::host;  // see packs_matmul
   auto need = [&](std::size_t bm_, std::size_t bn_, std::size_t bk_) {
-    if (packs) return fixed / p.buffers + packed_panel_bytes(bm_, bn_, bk_);
+    if (packs) return fixed / p.buffers + packed_panel_bytes(bm_, bn_, bk_, t.mxu_cols);
     std::size_t bytes = fixed + bk_ * (bm_ * ir::bytes_of(a.dtype) + bn_ * ir::bytes_of(b.dtype)) * p.buffers;
     for (std::size_t i = 0; i < p.count; ++i)
       if (p.blocks[i].map == index_map::matmul_out) bytes += bm_ * bn_ * ir::bytes_of(p.blocks[i].dtype) * p.buffers;
@@ -510,6 +538,25 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
     };
     bm = even(m, bm, wm.align);
     bn = even(n, bn, wn.align);
+    // A grid of few blocks keeps cores idle at its end (three equal blocks on two cores: one core waits a
+    // third of the time): while it keeps them busy less than 90% of the time, M and N are cut into more
+    // blocks (each still aligned, none larger than before) where that balances better.
+    if (t.cores > 1 && batch * ceil_div(m, bm) * ceil_div(n, bn) < 8 * t.cores &&
+        grid_balance(batch, m, bm, n, bn, t.cores) < 0.9) {
+      const std::size_t m_blocks = ceil_div(m, bm), n_blocks = ceil_div(n, bn);
+      std::size_t best_m = bm, best_n = bn;
+      double best = grid_balance(batch, m, bm, n, bn, t.cores);
+      for (std::size_t cm = m_blocks; cm <= m_blocks + t.cores; ++cm)
+        for (std::size_t cn = n_blocks; cn <= n_blocks + t.cores; ++cn) {
+          const std::size_t bm_ = min_of(bm, ceil_div(ceil_div(m, cm), wm.align) * wm.align);
+          const std::size_t bn_ = min_of(bn, ceil_div(ceil_div(n, cn), wn.align) * wn.align);
+          const double b = grid_balance(batch, m, bm_, n, bn_, t.cores);
+          const bool fewer = ceil_div(m, bm_) * ceil_div(n, bn_) < ceil_div(m, best_m) * ceil_div(n, best_n);
+          if (b > best + 0.01 || (b > best - 0.01 && fewer)) best = b, best_m = bm_, best_n = bn_;
+        }
+      bm = best_m;
+      bn = best_n;
+    }
   }
   for (std::size_t i = 0; i < p.count; ++i) {
     block_spec& s = p.blocks[i];
