@@ -169,6 +169,29 @@ struct blocking {
 
 // ---- f32 path (f32 operands, or bf16 widened while packing) ----
 
+#if HWY_TARGET != HWY_SCALAR
+// Four floats of `m` from element `at` on (f32, or bf16 widened).
+template <class D4>
+HWY_INLINE hn::Vec<D4> load4_f32(D4 d4, const matrix_view& m, std::size_t at) {
+  const hn::RebindToUnsigned<D4> du4;
+  const hn::Rebind<std::uint16_t, decltype(du4)> du16;
+  if (m.bf16) return hn::BitCast(d4, hn::ShiftLeft<16>(hn::PromoteTo(du4, hn::LoadU(du16, bf16_bits(m) + at))));
+  return hn::LoadU(d4, f32_data(m) + at);
+}
+
+// Four runs of four floats (v_q = run q, elements 0..3) stored transposed: element e of every run, in run
+// order, at to + e * stride. Turns rows of A (or columns of B^T) into the packed panels' rows.
+template <class D4, class V>
+HWY_INLINE void store_transposed4(D4 d4, V v0, V v1, V v2, V v3, float* HWY_RESTRICT to, std::size_t stride) {
+  const V lo01 = hn::InterleaveLower(d4, v0, v1), lo23 = hn::InterleaveLower(d4, v2, v3);
+  const V hi01 = hn::InterleaveUpper(d4, v0, v1), hi23 = hn::InterleaveUpper(d4, v2, v3);
+  hn::StoreU(hn::ConcatLowerLower(d4, lo23, lo01), d4, to);
+  hn::StoreU(hn::ConcatUpperUpper(d4, lo23, lo01), d4, to + stride);
+  hn::StoreU(hn::ConcatLowerLower(d4, hi23, hi01), d4, to + 2 * stride);
+  hn::StoreU(hn::ConcatUpperUpper(d4, hi23, hi01), d4, to + 3 * stride);
+}
+#endif
+
 // B's block [k0, k0 + kc) x [n0, n0 + nc) into panels of NR columns (row-major within a panel), as f32,
 // zero past column n0 + nc. Panel q starts at out + q * panel_floats (kc * NR in a scratch packed per
 // K block; more where B is packed whole, every K block of a panel after the previous one).
@@ -201,7 +224,21 @@ inline void pack_b_f32(const matrix_view& b, std::size_t k0, std::size_t kc, std
     const std::size_t w = std::min(nr, nc - j);
     float* HWY_RESTRICT panel = out + j / nr * panel_floats;
     if (b.row_stride == 1) {  // B^T given: K contiguous per column
-      for (std::size_t col = 0; col < w; ++col) {
+      std::size_t col = 0;
+#if HWY_TARGET != HWY_SCALAR
+      // Four columns by four K steps at a time, transposed into the panel's rows.
+      const hn::FixedTag<float, 4> d4;
+      for (; col + 4 <= w; col += 4) {
+        const std::size_t at = (n0 + j + col) * b.col_stride + k0, cs = b.col_stride;
+        std::size_t k = 0;
+        for (; k + 4 <= kc; k += 4)
+          store_transposed4(d4, load4_f32(d4, b, at + k), load4_f32(d4, b, at + cs + k), load4_f32(d4, b, at + 2 * cs + k),
+                            load4_f32(d4, b, at + 3 * cs + k), panel + k * nr + col, nr);
+        for (; k < kc; ++k)
+          for (std::size_t q = 0; q < 4; ++q) panel[k * nr + col + q] = b.at(k0 + k, n0 + j + col + q);
+      }
+#endif
+      for (; col < w; ++col) {
         const std::size_t at = (n0 + j + col) * b.col_stride + k0;
         if (b.bf16)
           for (std::size_t k = 0; k < kc; ++k) panel[k * nr + col] = static_cast<const bfloat16*>(b.data)[at + k];
@@ -225,12 +262,7 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
   // Four floats of a row or column at a time: A's rows turn into a panel's columns by 4 x 4 transposes
   // (element by element, the loads and 48-byte-strided stores took a tenth of a training step).
   const hn::FixedTag<float, 4> d4;
-  const hn::RebindToUnsigned<decltype(d4)> du4;
-  const hn::Rebind<std::uint16_t, decltype(du4)> du16;
-  auto load4 = [&](std::size_t at) {
-    if (a.bf16) return hn::BitCast(d4, hn::ShiftLeft<16>(hn::PromoteTo(du4, hn::LoadU(du16, bf16_bits(a) + at))));
-    return hn::LoadU(d4, f32_data(a) + at);
-  };
+  auto load4 = [&](std::size_t at) { return load4_f32(d4, a, at); };
   constexpr std::size_t step = 4;
 #endif
   for (std::size_t i = 0; i < mc; i += mr) {
@@ -243,13 +275,8 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
         const std::size_t at = (m0 + i + r) * a.row_stride + k0, rs = a.row_stride;
         std::size_t k = 0;
         for (; k + step <= kc; k += step) {
-          const auto v0 = load4(at + k), v1 = load4(at + rs + k), v2 = load4(at + 2 * rs + k), v3 = load4(at + 3 * rs + k);
-          const auto lo01 = hn::InterleaveLower(d4, v0, v1), lo23 = hn::InterleaveLower(d4, v2, v3);
-          const auto hi01 = hn::InterleaveUpper(d4, v0, v1), hi23 = hn::InterleaveUpper(d4, v2, v3);
-          hn::StoreU(hn::ConcatLowerLower(d4, lo23, lo01), d4, panel + k * mr + r);
-          hn::StoreU(hn::ConcatUpperUpper(d4, lo23, lo01), d4, panel + (k + 1) * mr + r);
-          hn::StoreU(hn::ConcatLowerLower(d4, hi23, hi01), d4, panel + (k + 2) * mr + r);
-          hn::StoreU(hn::ConcatUpperUpper(d4, hi23, hi01), d4, panel + (k + 3) * mr + r);
+          store_transposed4(d4, load4(at + k), load4(at + rs + k), load4(at + 2 * rs + k), load4(at + 3 * rs + k),
+                            panel + k * mr + r, mr);
         }
         for (; k < kc; ++k)
           for (std::size_t q = 0; q < step; ++q) panel[k * mr + r + q] = a.at(m0 + i + r + q, k0 + k);
