@@ -955,6 +955,11 @@ class executor {
         }
       });
     }
+    // A product with no epilogue, stored as f32, is multiplied straight into its storage (a C block in
+    // scratch and its copy out were a tenth of a one-thread char_lm step's time).
+    float* const direct = kr.root == kr.dot && kr.member_count == 1 && dot.dtype == ir::dtype_code::f32
+                              ? static_cast<float*>(storage(kr.root))
+                              : nullptr;
     pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* mem = thread_scratch(t);
       float* gemm_mem = reinterpret_cast<float*>(mem);
@@ -969,13 +974,19 @@ class executor {
         const std::size_t n0 = j * g.bn, width = std::min(d.n, n0 + g.bn) - n0;
         local.lhs.data = lbase + b * d.lhs_batch_stride * lhs_elem;
         local.rhs.data = rbase + (b * d.rhs_batch_stride + n0 * d.rhs.col_stride) * rhs_elem;
+        const std::size_t base = (b * d.m + m0) * d.n + n0;
+        float* const c = direct != nullptr ? direct + base : panel;
+        const std::size_t ldc = direct != nullptr ? d.n : width;
         if (packed.panels > 0)
           kernels::hwy_gemm_rows_packed(local.lhs, shared_ + b * packed.floats() + n0 / packed.nr * packed.panel_floats,
-                                        packed, m0, m1, width, d.k, panel, width, gemm_mem, blocks);
+                                        packed, m0, m1, width, d.k, c, ldc, gemm_mem, blocks);
         else
-          gemm(local.lhs, local.rhs, m0, m1, width, d.k, panel, width, gemm_mem, blocks);
+          gemm(local.lhs, local.rhs, m0, m1, width, d.k, c, ldc, gemm_mem, blocks);
+        if (direct != nullptr) {
+          report(block, g.blocks);
+          continue;
+        }
         // The epilogue on the block: one flat range when it holds whole rows, else row by row.
-        const std::size_t base = (b * d.m + m0) * d.n + n0;
         const std::size_t runs = width == d.n ? 1 : m1 - m0, run = width == d.n ? (m1 - m0) * d.n : width;
         for (std::size_t r = 0; r < runs; ++r)
           for (std::size_t off = 0; off < run; off += tile_elements) {
