@@ -3,10 +3,10 @@
 // main sets them and re-executes itself before OpenBLAS initialises, unless the caller set them) and the
 // measured FMA peak, each ratio from the same run (race.hpp). oneDNN runs with OpenMP's defaults.
 //
-//   sgemm_2t<N>  tessel::jit(matmul) on the host pool (2 threads here: the pool always has one thread
-//                per hardware thread, so 2 is the only count jit runs with) vs the peers on 2 threads.
-//   sgemm_1t<N>  one thread. jit cannot be limited to one thread, so this runs what jit's contraction
-//                kernel runs, on the calling thread: B packed once (kernels::hwy_gemm_pack_b), then the
+//   sgemm_2t<N>  tessel::jit(matmul) on the host pool (2 threads here: one per CPU of the affinity
+//                mask) vs the peers on 2 threads.
+//   sgemm_1t<N>  one thread. The pool's size is fixed for the process (TESSEL_NUM_THREADS is read once),
+//                so this runs what jit's contraction kernel runs, on the calling thread: B packed once (kernels::hwy_gemm_pack_b), then the
 //                executor's GEMM per block of MC rows into a panel, the panel copied out (the identity
 //                epilogue), vs the peers on 1 thread.
 #include <benchmark/benchmark.h>

@@ -561,8 +561,7 @@ inline bool dpbf16_outruns_widening() {
       static_cast<float*>(::operator new(detail::scratch_floats * sizeof(float), std::align_val_t{64})));
   std::unique_ptr<float[]> c(new float[m * n]);
   const matrix_view av{a.get(), k, 1, true}, bv{b.get(), n, 1, true};
-  const gemm_blocking own{.mr = blocking::mr, .nr = blocking::nr, .kc = blocking::kc, .mc = blocking::mc,
-                          .nc = blocking::nc};
+  const gemm_blocking own = blocking_target();
   gemm_blocking pairs = own;
   pairs.kc = 2 * blocking::kc;
   auto seconds = [&](bool dpbf16) {
