@@ -262,7 +262,6 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
   // Four floats of a row or column at a time: A's rows turn into a panel's columns by 4 x 4 transposes
   // (element by element, the loads and 48-byte-strided stores took a tenth of a training step).
   const hn::FixedTag<float, 4> d4;
-  auto load4 = [&](std::size_t at) { return load4_f32(d4, a, at); };
   constexpr std::size_t step = 4;
 #endif
   for (std::size_t i = 0; i < mc; i += mr) {
@@ -275,8 +274,8 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
         const std::size_t at = (m0 + i + r) * a.row_stride + k0, rs = a.row_stride;
         std::size_t k = 0;
         for (; k + step <= kc; k += step) {
-          store_transposed4(d4, load4(at + k), load4(at + rs + k), load4(at + 2 * rs + k), load4(at + 3 * rs + k),
-                            panel + k * mr + r, mr);
+          store_transposed4(d4, load4_f32(d4, a, at + k), load4_f32(d4, a, at + rs + k), load4_f32(d4, a, at + 2 * rs + k),
+                            load4_f32(d4, a, at + 3 * rs + k), panel + k * mr + r, mr);
         }
         for (; k < kc; ++k)
           for (std::size_t q = 0; q < step; ++q) panel[k * mr + r + q] = a.at(m0 + i + r + q, k0 + k);
@@ -294,7 +293,7 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
         const std::size_t at = (k0 + k) * a.col_stride + m0 + i;
         std::size_t r = 0;
 #if HWY_TARGET != HWY_SCALAR
-        for (; r + step <= h; r += step) hn::StoreU(load4(at + r), d4, panel + k * mr + r);
+        for (; r + step <= h; r += step) hn::StoreU(load4_f32(d4, a, at + r), d4, panel + k * mr + r);
 #endif
         for (; r < h; ++r)
           panel[k * mr + r] = a.bf16 ? static_cast<float>(static_cast<const bfloat16*>(a.data)[at + r]) : f32_data(a)[at + r];
@@ -373,7 +372,7 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
 
 // `blocks` (KC, MC, NC at most this target's, checked by the caller) says how the product is blocked;
 // the scratch regions keep this target's sizes, so any such blocks fit. B comes packed whole in
-// `packed` (pack_b_whole's layout) or, where that is null, is packed here one K x NC block at a time.
+// `packed` (pack_b_target's layout) or, where that is null, is packed here one K x NC block at a time.
 inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                           std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks,
                           const float* packed = nullptr, std::size_t panel_floats = 0) {
@@ -401,6 +400,10 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
     }
   }
 }
+
+// Rows of pairs that K blocks of kb elements take before element p0 of K (a block start, or K itself for
+// all of them): each block's pairs are its own, an odd block ending with a half-empty pair.
+inline std::size_t pair_rows_before(std::size_t p0, std::size_t kb) { return p0 / kb * ((kb + 1) / 2) + (p0 % kb + 1) / 2; }
 
 #if TESSEL_HWY_GEMM_DPBF16
 // ---- bf16 x bf16 with vdpbf16ps: operands packed as 32-bit pairs (element k in the low half,
@@ -508,7 +511,7 @@ __attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_d
 }
 
 // K blocks of blocks.kc elements, ceil(kc / 2) pairs: a pair takes the room of one float in the f32
-// path's regions, so the scratch holds them. B packed whole (pack_b_whole) or, with `packed` null,
+// path's regions, so the scratch holds them. B packed whole (pack_b_target) or, with `packed` null,
 // here one block at a time, as in gemm_rows_f32.
 inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
                              std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
@@ -524,7 +527,7 @@ inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::si
     for (std::size_t p0 = 0; p0 < k; p0 += k_block) {
       const std::size_t kc = std::min(k_block, k - p0), kp = (kc + 1) / 2;
       const std::uint32_t* b_block =
-          packed != nullptr ? packed + j0 / nr * panel_words + p0 / k_block * ((k_block + 1) / 2) * nr : packed_b;
+          packed != nullptr ? packed + j0 / nr * panel_words + pair_rows_before(p0, k_block) * nr : packed_b;
       const std::size_t stride = packed != nullptr ? panel_words : kp * nr;
       if (packed == nullptr) pack_b_pairs(b, p0, kc, j0, nc, packed_b, stride);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
@@ -613,7 +616,7 @@ inline packed_b_layout packed_layout_target(const matrix_view& a, const matrix_v
   (void)a, (void)b;
 #endif
   const std::size_t kb = blocks.kc;
-  const std::size_t rows = layout.pairs ? k / kb * ((kb + 1) / 2) + (k % kb + 1) / 2 : k;
+  const std::size_t rows = layout.pairs ? pair_rows_before(k, kb) : k;
   layout.panel_floats = rows * nr;
   return layout;
 }
@@ -629,7 +632,7 @@ inline void pack_b_target(const matrix_view& b, std::size_t n, std::size_t k, co
 #if TESSEL_HWY_GEMM_DPBF16
     if (layout.pairs) {
       pack_b_pairs(b, p0, kc, n0, nc,
-                   reinterpret_cast<std::uint32_t*>(out) + first * layout.panel_floats + p0 / kb * ((kb + 1) / 2) * nr,
+                   reinterpret_cast<std::uint32_t*>(out) + first * layout.panel_floats + pair_rows_before(p0, kb) * nr,
                    layout.panel_floats);
       continue;
     }

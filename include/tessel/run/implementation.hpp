@@ -948,9 +948,9 @@ class executor {
         while (begin < end) {
           const std::size_t b = begin / packed.panels, first = begin % packed.panels;
           const std::size_t last = std::min(packed.panels, first + (end - begin));
-          prim::dot_layout local = d;
-          local.rhs.data = rbase + b * d.rhs_batch_stride * rhs_elem;
-          kernels::hwy_gemm_pack_b(local.rhs, d.n, d.k, blocks, packed, first, last, shared_ + b * packed.floats());
+          kernels::matrix_view rhs_b = d.rhs;
+          rhs_b.data = rbase + b * d.rhs_batch_stride * rhs_elem;
+          kernels::hwy_gemm_pack_b(rhs_b, d.n, d.k, blocks, packed, first, last, shared_ + b * packed.floats());
           begin += last - first;
         }
       });

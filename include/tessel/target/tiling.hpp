@@ -541,11 +541,10 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
     // A grid of few blocks keeps cores idle at its end (three equal blocks on two cores: one core waits a
     // third of the time): while it keeps them busy less than 90% of the time, M and N are cut into more
     // blocks (each still aligned, none larger than before) where that balances better.
-    if (t.cores > 1 && batch * ceil_div(m, bm) * ceil_div(n, bn) < 8 * t.cores &&
-        grid_balance(batch, m, bm, n, bn, t.cores) < 0.9) {
-      const std::size_t m_blocks = ceil_div(m, bm), n_blocks = ceil_div(n, bn);
+    const std::size_t m_blocks = ceil_div(m, bm), n_blocks = ceil_div(n, bn);
+    double best = t.cores > 1 && batch * m_blocks * n_blocks < 8 * t.cores ? grid_balance(batch, m, bm, n, bn, t.cores) : 1.0;
+    if (best < 0.9) {
       std::size_t best_m = bm, best_n = bn;
-      double best = grid_balance(batch, m, bm, n, bn, t.cores);
       for (std::size_t cm = m_blocks; cm <= m_blocks + t.cores; ++cm)
         for (std::size_t cn = n_blocks; cn <= n_blocks + t.cores; ++cn) {
           const std::size_t bm_ = min_of(bm, ceil_div(ceil_div(m, cm), wm.align) * wm.align);
