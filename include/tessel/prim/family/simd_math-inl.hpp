@@ -18,8 +18,8 @@ template <Batch V> V erf(const V& x) { return xsimd::erf(x); }
 template <Batch V> V sin(const V& x) { return xsimd::sin(x); }
 template <Batch V> V cos(const V& x) { return xsimd::cos(x); }
 template <Batch V> V tanh(const V& x) { return xsimd::tanh(x); }
-template <Batch V> V floor(const V& x) { return xsimd::floor(x); }
-template <Batch V> V abs(const V& x) { return xsimd::abs(x); }
-template <class C, Batch V> V select(const C& c, const V& a, const V& b) { return xsimd::select(c, a, b); }
+template <Batch V> [[gnu::always_inline]] inline V floor(const V& x) { return xsimd::floor(x); }
+template <Batch V> [[gnu::always_inline]] inline V abs(const V& x) { return xsimd::abs(x); }
+template <class C, Batch V> [[gnu::always_inline]] inline V select(const C& c, const V& a, const V& b) { return xsimd::select(c, a, b); }
 
 }  // namespace tessel::prim::simd

@@ -37,15 +37,16 @@ template <Batch V> V erf(const V& x);
 template <Batch V> V sin(const V& x);
 template <Batch V> V cos(const V& x);
 template <Batch V> V tanh(const V& x);
-template <Batch V> V floor(const V& x);
-template <Batch V> V abs(const V& x);
-template <class C, Batch V> V select(const C& c, const V& a, const V& b);
+template <Batch V> [[gnu::always_inline]] inline V floor(const V& x);
+template <Batch V> [[gnu::always_inline]] inline V abs(const V& x);
+template <class C, Batch V> [[gnu::always_inline]] inline V select(const C& c, const V& a, const V& b);
 
 // NaN is the one value that is not equal to itself. Written as !(x == x), not x != x: xsimd 8's != on
 // AVX and AVX-512 is an ordered compare (_CMP_NEQ_OQ), false in NaN lanes, which let max and min drop
-// a NaN that arrived as their first operand.
+// a NaN that arrived as their first operand. Always inlined (as select): g++ called it out of line from
+// reduce_max's unrolled loop, spilling every partial around each call (AMD EPYC: a third of a softmax).
 template <class V>
-auto is_nan(const V& x) {
+[[gnu::always_inline]] inline auto is_nan(const V& x) {
   return !(x == x);
 }
 
