@@ -89,4 +89,38 @@ TEST(Tiles, ReductionsToFewOutputs) {
   EXPECT_EQ(total.data()[0], total_ref);
 }
 
+// A kernel's members share a few tiles (run/implementation.hpp, assign_tile_slots): a tile passes to a
+// later member once every reader of its value has run. Here early values are read again at the very end,
+// past a chain of members that would take their tiles, directly and through a reshape (which reads its
+// operand's tile in place), in a loop kernel and in a row kernel.
+TEST(Tiles, ATileIsHandedOnOnlyAfterItsLastReader) {
+  tensor_f x;
+  fill(x);
+  const auto [loop, reshaped, rows] = jit([](auto v) {
+    const auto early = v * 3.0f;
+    const auto chain = tessel::tanh((tessel::exp(-(v * v)) + 1.0f) * (v + 2.0f) - v) * 0.5f;
+    const auto flat = tessel::reshape<shape<15, 700>>(v - 1.0f);
+    const auto later = tessel::sqrt(tessel::abs(flat * flat + 2.0f)) * flat - 0.25f;
+    const auto shifted = v - tessel::broadcast_in_dim<shape<3, 5, 700>, 0, 1>(tessel::max<2>(v));
+    const auto p = tessel::exp(shifted) / tessel::broadcast_in_dim<shape<3, 5, 700>, 0, 1>(tessel::sum<2>(tessel::exp(shifted)));
+    return std::make_tuple(chain + early, later + flat, p * shifted + v);
+  })(x);
+  for (std::size_t k = 0; k < tensor_f::size; ++k) {
+    const float v = x[k], f = v - 1.0f;
+    const float chain = std::tanh((std::exp(-(v * v)) + 1.0f) * (v + 2.0f) - v) * 0.5f;
+    ASSERT_NEAR(loop[k], chain + v * 3.0f, 1e-5f * (1.0f + std::abs(v * 3.0f))) << k;
+    ASSERT_NEAR(reshaped[k], std::sqrt(std::abs(f * f + 2.0f)) * f - 0.25f + f, 1e-5f * (1.0f + f * f)) << k;
+  }
+  for (std::size_t r = 0; r < 15; ++r) {
+    const float* row = x.data() + r * 700;
+    const float top = *std::max_element(row, row + 700);
+    double total = 0;
+    for (std::size_t j = 0; j < 700; ++j) total += std::exp(static_cast<double>(row[j] - top));
+    for (std::size_t j = 0; j < 700; ++j) {
+      const double shifted = row[j] - top, want = std::exp(shifted) / total * shifted + row[j];
+      ASSERT_NEAR(rows[r * 700 + j], want, 1e-5 * (1.0 + std::abs(want))) << r << ", " << j;
+    }
+  }
+}
+
 }  // namespace

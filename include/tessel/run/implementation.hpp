@@ -163,6 +163,7 @@ inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node
 // needs for the largest kernel (member tile pointers aside).
 struct derived_plan {
   std::vector<kernel_grid> grids;
+  std::vector<std::uint16_t> tile_slot;  // per member, indexed as plan_view::members (assign_tile_slots)
   std::size_t scratch_bytes = 0;
   std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole
 };
@@ -178,13 +179,52 @@ inline bool packs_b_whole(const kernel_grid& g, std::size_t b_elements, std::siz
   return !g.by_items && g.m_blocks > 1 && (g.n_blocks == 1 || g.bn % nr == 0) && saves_enough;
 }
 
+// Where kernel kr's members keep their tiles: slot[m] for member m, the number of slots returned. A
+// member holds its slot from its evaluation to that of its last reader (through a reshape, which hands
+// on its operand's tile, to the reshape's last reader), the root until it is stored; a freed slot goes to
+// the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
+// 32 KiB L1 (AMD EPYC Zen 4), and a fused backward pass's twenty overflow any L1.
+inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, std::uint16_t* slot) {
+  const int count = kr.member_count;
+  const int* member = p.members + kr.first_member;
+  auto index_of = [&](int id) {
+    for (int m = 0; m < count; ++m)
+      if (member[m] == id) return m;
+    return -1;
+  };
+  std::vector<int> last(static_cast<std::size_t>(count));
+  for (int m = 0; m < count; ++m) last[static_cast<std::size_t>(m)] = member[m] == kr.root ? count : m;
+  for (int j = count; j-- > 0;) {  // readers after their operands: a reshape's last reader is known
+    const ir::node& n = p.node(member[j]);
+    const int held_to = n.prim->kind == ir::prim_kind::reshape ? last[static_cast<std::size_t>(j)] : j;
+    for (std::size_t a = 0; a < n.arity; ++a)
+      if (const int m = index_of(n.operand(a)); m >= 0) last[static_cast<std::size_t>(m)] = std::max(last[static_cast<std::size_t>(m)], held_to);
+  }
+  std::vector<int> holder;  // holder[s]: the member last given slot s
+  for (int m = 0; m < count; ++m) {
+    std::size_t s = 0;
+    while (s < holder.size() && last[static_cast<std::size_t>(holder[s])] >= m) ++s;
+    if (s == holder.size()) holder.push_back(m);
+    else holder[s] = m;
+    slot[m] = static_cast<std::uint16_t>(s);
+  }
+  return holder.size();
+}
+
 inline derived_plan derive(const plan::plan_view& p) {
   derived_plan d;
   d.grids.reserve(static_cast<std::size_t>(p.kernel_count));
+  std::size_t member_total = 0;
+  for (int k = 0; k < p.kernel_count; ++k) {
+    const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
+    member_total = std::max(member_total, static_cast<std::size_t>(kr.first_member + kr.member_count));
+  }
+  d.tile_slot.resize(member_total);
   for (int k = 0; k < p.kernel_count; ++k) {
     const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
     const kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
-    const std::size_t members = static_cast<std::size_t>(kr.member_count) + ir::max_operands;
+    // The spare tiles operands from outside the kernel are converted into, then the members' slots.
+    const std::size_t members = assign_tile_slots(p, kr, d.tile_slot.data() + kr.first_member) + ir::max_operands;
     std::size_t need = members * tile_elements * 4 + tile_elements * 4;
     if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
     if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
@@ -382,6 +422,7 @@ class executor {
     threads_ = pool.size();
     const derived_plan& derived = derived_for(p_, local_derived_);
     grids_ = &derived.grids;
+    tile_slot_ = derived.tile_slot.data();
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + derived.scratch_bytes;
     const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + derived.shared_bytes + plan::arena_alignment;
@@ -450,14 +491,19 @@ class executor {
     return -1;
   }
 
-  // Computes the members of a loop-shaped kernel on flat range [first, first + n); tiles[m] receives
-  // member m. `given` (optional) supplies the contraction's result for the dot member.
+  // Member m's tile among `tiles` (one every `stride` bytes): after the spare tiles, in its slot.
+  unsigned char* member_tile(const plan::kernel& kr, int m, unsigned char* tiles, std::size_t stride) const {
+    return tiles + (ir::max_operands + tile_slot_[kr.first_member + m]) * stride;
+  }
+
+  // Computes the members of a loop-shaped kernel on flat range [first, first + n); tile_of[m] receives
+  // member m's tile. `given` (optional) supplies the contraction's result for the dot member.
   void eval_members(const plan::kernel& kr, std::size_t first, std::size_t n, unsigned char* tiles, std::size_t stride,
                     const void** tile_of, const float* given) const {
     for (int m = 0; m < kr.member_count; ++m) {
       const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
       const ir::node& node = nd(id);
-      void* out = tiles + static_cast<std::size_t>(m) * stride;
+      void* out = member_tile(kr, m, tiles, stride);
       tile_of[m] = out;
       switch (node.prim->kind) {
         case ir::prim_kind::contraction: tile_of[m] = given; break;
@@ -471,11 +517,10 @@ class executor {
             out = static_cast<unsigned char*>(storage(id)) + first * ir::bytes_of(node.dtype);
             tile_of[m] = out;
           }
-          // Operands outside the kernel are read in place or converted into spare tiles after the members.
+          // Operands outside the kernel are read in place or converted into the spare tiles.
           const void* in[ir::max_operands];
-          unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
           for (std::size_t a = 0; a < node.arity; ++a)
-            in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
+            in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, tiles + a * stride, tile_of);
           node.prim->evaluate(node, in, out, n);
         }
       }
@@ -745,9 +790,14 @@ class executor {
         const bool full = node.shape == kr.row_shape;  // else one value per row
         const std::size_t first = full ? o * inner : o;
         const std::size_t n = full ? rows * inner : rows;
-        void* out = tiles + static_cast<std::size_t>(m) * stride;
+        void* out = member_tile(kr, m, tiles, stride);
+        // The root, last of the members, a whole row per row and stored as its tile holds it, is evaluated
+        // straight into its storage (as in eval_members).
+        if (id == kr.root && m + 1 == kr.member_count && full && node.dtype != ir::dtype_code::bf16 &&
+            node.prim->kind != ir::prim_kind::broadcast && node.prim->kind != ir::prim_kind::reduce)
+          out = static_cast<unsigned char*>(storage(id)) + o * inner * ir::bytes_of(node.dtype);
         tile_of[m] = out;
-        unsigned char* spare = tiles + static_cast<std::size_t>(kr.member_count) * stride;
+        unsigned char* spare = tiles;  // the spare tiles, before the members'
         switch (node.prim->kind) {
           case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
           case ir::prim_kind::broadcast: broadcast_rows(kr, node, full, first, rows, n, out, tile_of); break;
@@ -816,7 +866,7 @@ class executor {
     // Producers of the reduced operand: every member but the root.
     plan::kernel producers = kr;
     producers.member_count = kr.member_count - 1;
-    unsigned char* spare = tiles_mem + static_cast<std::size_t>(kr.member_count) * tile_elements * 4;
+    unsigned char* spare = tiles_mem;  // eval_members' spare tiles, free once the producers have run
     const ir::dtype_code operand_dtype = nd(root.operand(0)).dtype;
     unsigned char* result = static_cast<unsigned char*>(storage(kr.root));
     if (block_count == outputs && outputs * 2 <= tile_elements) {
@@ -1061,6 +1111,7 @@ class executor {
   void* const* outputs_;
   derived_plan local_derived_;  // for a plan without a slot (plan_view::derived)
   const std::vector<kernel_grid>* grids_ = nullptr;
+  const std::uint16_t* tile_slot_ = nullptr;  // derived_plan::tile_slot
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;
   float* shared_ = nullptr;  // derived_plan::shared_bytes, 64-byte aligned, after every thread's scratch
