@@ -69,6 +69,8 @@ struct kernel_grid {
   // their count
   bool by_items = false;
   ir::item_plan items{};
+  // loop and row kernels: derived_plan::streamed[first_stream, first_stream + streams)
+  std::size_t first_stream = 0, streams = 0;
 };
 
 // Flat range [first, first + count) of block b of an elementwise grid.
@@ -164,6 +166,7 @@ inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node
 struct derived_plan {
   std::vector<kernel_grid> grids;
   std::vector<std::uint16_t> tile_slot;  // per member, indexed as plan_view::members (assign_tile_slots)
+  std::vector<int> streamed;             // values loop and row kernels stream from memory (streamed_values)
   std::size_t scratch_bytes = 0;
   std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole
 };
@@ -211,6 +214,31 @@ inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kerne
   return holder.size();
 }
 
+// The values loop or row kernel kr reads from memory at its own flat index (operands of its members
+// that are not members, literals or generators, with its shape), appended to `out`: the executor asks
+// for their next tile while it computes this one. Streams read tile by tile, one after the other, kept
+// too little of the memory's bandwidth busy: AMD EPYC (Zen 4), relu(a * x + b) over 2^24 floats, b
+// donated, took 6.6 ms on 2 threads without, 5.5 with the next tile fetched into L2, 7.7 into L1.
+inline void streamed_values(const plan::plan_view& p, const plan::kernel& kr, std::vector<int>& out) {
+  if (kr.kind != plan::kernel_kind::loop && kr.kind != plan::kernel_kind::row) return;
+  const int* member = p.members + kr.first_member;
+  const std::size_t size = kr.kind == plan::kernel_kind::row ? kr.row_shape.size() : p.node(kr.root).shape.size();
+  const auto first = static_cast<std::ptrdiff_t>(out.size());
+  for (int m = 0; m < kr.member_count; ++m) {
+    const ir::node& n = p.node(member[m]);
+    if (n.prim->kind == ir::prim_kind::broadcast || n.prim->kind == ir::prim_kind::generator) continue;
+    for (std::size_t a = 0; a < n.arity; ++a) {
+      const int id = n.operand(a);
+      const ir::node& o = p.node(id);
+      const bool computed_here = std::find(member, member + kr.member_count, id) != member + kr.member_count;
+      const bool no_storage = o.prim->kind == ir::prim_kind::literal || o.prim->kind == ir::prim_kind::generator ||
+                              (o.prim->kind == ir::prim_kind::broadcast && p.node(o.operand(0)).prim->kind == ir::prim_kind::literal);
+      if (!computed_here && !no_storage && o.shape.size() == size && std::find(out.begin() + first, out.end(), id) == out.end())
+        out.push_back(id);
+    }
+  }
+}
+
 inline derived_plan derive(const plan::plan_view& p) {
   derived_plan d;
   d.grids.reserve(static_cast<std::size_t>(p.kernel_count));
@@ -222,7 +250,10 @@ inline derived_plan derive(const plan::plan_view& p) {
   d.tile_slot.resize(member_total);
   for (int k = 0; k < p.kernel_count; ++k) {
     const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
-    const kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
+    kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
+    g.first_stream = d.streamed.size();
+    streamed_values(p, kr, d.streamed);
+    g.streams = d.streamed.size() - g.first_stream;
     // The spare tiles operands from outside the kernel are converted into, then the members' slots.
     const std::size_t members = assign_tile_slots(p, kr, d.tile_slot.data() + kr.first_member) + ir::max_operands;
     std::size_t need = members * tile_elements * 4 + tile_elements * 4;
@@ -423,6 +454,7 @@ class executor {
     const derived_plan& derived = derived_for(p_, local_derived_);
     grids_ = &derived.grids;
     tile_slot_ = derived.tile_slot.data();
+    streamed_ = derived.streamed.data();
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + derived.scratch_bytes;
     const std::size_t total = p_.arena_bytes + scratch_per_thread_ * threads_ + derived.shared_bytes + plan::arena_alignment;
@@ -754,12 +786,24 @@ class executor {
         const auto [first, count] = flat_range(g, block);
         for (std::size_t off = 0; off < count; off += tile_elements) {
           const std::size_t n = std::min(tile_elements, count - off);
+          prefetch_streams(g, first + off + n, std::min(tile_elements, count - off - n));
           eval_members(kr, first + off, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
           store_root(kr, first + off, n, tile_of);
         }
         report(block, g.blocks);
       }
     });
+  }
+
+  // Asks for elements [first, first + n) of kernel g's streamed values (derived_plan::streamed) to be
+  // brought into L2 (prefetcht1; into L1 they evicted the tile being computed).
+  void prefetch_streams(const kernel_grid& g, std::size_t first, std::size_t n) const {
+    for (std::size_t s = 0; s < g.streams; ++s) {
+      const int id = streamed_[g.first_stream + s];
+      const std::size_t width = ir::bytes_of(nd(id).dtype);
+      const auto* at = static_cast<const unsigned char*>(storage(id)) + first * width;
+      for (std::size_t b = 0; b < n * width; b += 64) __builtin_prefetch(at + b, 0, 2);
+    }
   }
 
   // Rows are taken several at a time when they are short (softmax over 10 classes), so each member is
@@ -769,14 +813,14 @@ class executor {
     pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       for (std::size_t block = begin; block < end; ++block) {
         const std::size_t first_row = block * g.rows;
-        run_rows(kr, first_row, std::min(kr.outer, first_row + g.rows), t);
+        run_rows(kr, g, first_row, std::min(kr.outer, first_row + g.rows), t);
         report(block, g.blocks);
       }
     });
   }
 
   // Rows [begin, end) of a row kernel, rows_per_pass(kr) at a time, on thread t.
-  void run_rows(const plan::kernel& kr, std::size_t begin, std::size_t end, std::size_t t) const {
+  void run_rows(const plan::kernel& kr, const kernel_grid& g, std::size_t begin, std::size_t end, std::size_t t) const {
     const std::size_t inner = kr.inner;
     const std::size_t per_pass = rows_per_pass(kr);
     const std::size_t stride = (per_pass * inner + 16) * 4;
@@ -784,6 +828,7 @@ class executor {
     const void** tile_of = tile_pointers(t);
     for (std::size_t o = begin; o < end; o += per_pass) {
       const std::size_t rows = std::min(per_pass, end - o);
+      if (o + rows < end) prefetch_streams(g, (o + rows) * inner, std::min(per_pass, end - o - rows) * inner);
       for (int m = 0; m < kr.member_count; ++m) {
         const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
         const ir::node& node = nd(id);
@@ -1112,6 +1157,7 @@ class executor {
   derived_plan local_derived_;  // for a plan without a slot (plan_view::derived)
   const std::vector<kernel_grid>* grids_ = nullptr;
   const std::uint16_t* tile_slot_ = nullptr;  // derived_plan::tile_slot
+  const int* streamed_ = nullptr;             // derived_plan::streamed
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;
   float* shared_ = nullptr;  // derived_plan::shared_bytes, 64-byte aligned, after every thread's scratch
