@@ -62,6 +62,44 @@ TEST(Fusion, MatmulBiasReluIsOneKernel) {
   EXPECT_NE(text.find("fuses: dot_general broadcast_in_dim add max"), std::string::npos) << text;
 }
 
+// matmul(transpose(a), b) and matmul(a, transpose(b)) read the operand in place through the dot's
+// dimension numbers: one contraction, no transposed copy (prim/build.hpp, read_through_transpose). A
+// transpose that would reorder the result's free axes stays a copy.
+TEST(Fusion, TransposedMatmulOperandsAreReadInPlace) {
+  const auto f = [](auto a, auto b, auto c) {
+    return tessel::matmul(tessel::transpose<1, 0>(a), b) + tessel::matmul(c, tessel::transpose<1, 0>(c));
+  };
+  const auto a = random_tensor<float, shape<70, 48>>(21);
+  const auto b = random_tensor<float, shape<70, 48>>(22);
+  const auto c = random_tensor<float, shape<48, 48>>(23);
+  constexpr auto& p = plan_of(f, a, b, c);
+  int contractions = 0, others = 0;
+  for (int k = 0; k < p.kernel_count; ++k)
+    (p.kernels[static_cast<std::size_t>(k)].kind == tessel::plan::kernel_kind::contraction ? contractions : others) += 1;
+  EXPECT_EQ(contractions, 2);
+  EXPECT_EQ(others, 0) << tessel::dump(p);
+  // Reorders the free axes: [3, 5, 7] from x [5, 3, 7] contracted on its last axis.
+  const auto g = [](auto x, auto w) { return tessel::matmul(tessel::transpose<1, 0, 2>(x), w); };
+  const auto x = random_tensor<float, shape<5, 3, 7>>(24);
+  const auto w = random_tensor<float, shape<7, 4>>(25);
+  const auto y = jit(f)(a, b, c);
+  const auto z = jit(g)(x, w);
+  for (std::size_t i = 0; i < 48; ++i)
+    for (std::size_t j = 0; j < 48; ++j) {
+      double want = 0;
+      for (std::size_t k = 0; k < 70; ++k) want += static_cast<double>(a(k, i)) * b(k, j);
+      for (std::size_t k = 0; k < 48; ++k) want += static_cast<double>(c(i, k)) * c(j, k);
+      ASSERT_NEAR(y(i, j), want, 1e-4 * (1.0 + std::abs(want))) << i << ", " << j;
+    }
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t r = 0; r < 5; ++r)
+      for (std::size_t j = 0; j < 4; ++j) {
+        double want = 0;
+        for (std::size_t k = 0; k < 7; ++k) want += static_cast<double>(x(r, i, k)) * w(k, j);
+        ASSERT_NEAR(z(i, r, j), want, 1e-4 * (1.0 + std::abs(want))) << i << ", " << r << ", " << j;
+      }
+}
+
 TEST(Fusion, LiteralsNeverMerge) {
   // Equal types, different run-time constants: x*0.5 + x*0.7 must stay two products.
   const auto f = [](auto x) { return x * 0.5f + x * 0.7f; };

@@ -60,6 +60,21 @@ TEST(StructuralGrad, TransposeReshapeBroadcast) {
                    return s;
                  },
                  x34, w43);
+  // A transpose read by a matmul is folded into its dimension numbers (prim/build.hpp,
+  // read_through_transpose): the gradient reaches x through the dot itself.
+  const auto w35 = random_tensor<float, shape<3, 5>>(14);
+  check_gradient([](auto x, auto w) { return tessel::sum(tessel::tanh(tessel::matmul(tessel::transpose<1, 0>(x), w))); },
+                 [](const V& v) {
+                   double s = 0;
+                   for (std::size_t i = 0; i < 4; ++i)
+                     for (std::size_t j = 0; j < 5; ++j) {
+                       double d = 0;
+                       for (std::size_t k = 0; k < 3; ++k) d += at(v, 0, k, i, 4) * at(v, 1, k, j, 5);
+                       s += std::tanh(d);
+                     }
+                   return s;
+                 },
+                 x34, w35);
   const auto w26 = random_tensor<float, shape<2, 6>>(13);
   check_gradient([](auto x, auto w) { return tessel::sum(tessel::reshape<shape<2, 6>>(x) * w); },
                  [](const V& v) {

@@ -295,9 +295,48 @@ constexpr ir::dims dot_result_shape(const ir::dims& l, const ir::dims& r, const 
   return out;
 }
 
+// Whether an operand of this rank with these batch and contracting axes is a strided GEMM view.
+constexpr bool gemm_view(std::size_t rank, const std::array<std::size_t, ir::max_rank>& batch, std::size_t nb,
+                         const std::array<std::size_t, ir::max_rank>& contract, std::size_t nc) {
+  return is_identity(canonical_order(rank, batch, nb, contract, nc, false), rank) ||
+         is_identity(canonical_order(rank, batch, nb, contract, nc, true), rank);
+}
+
+// The operand `id` of a dot with these batch and contracting axes read through its source, when it is a
+// transpose (XLA's transpose folding): the axes are renamed to the source's, in place, and the source
+// returned, when the source is then a strided GEMM view and the free axes keep their order (so the
+// result's layout is the same); otherwise id. matmul(transpose(a), b) then reads a with no transposed
+// copy: AMD EPYC (Zen 4), 1 thread, a 1024 x 512 A^T B by 1024 x 128 ran at 0.46x oneDNN with the
+// copy, 0.88x without.
+constexpr int read_through_transpose(const ir::graph_builder& g, int id, std::array<std::size_t, ir::max_rank>& batch,
+                                     std::size_t nb, std::array<std::size_t, ir::max_rank>& contract, std::size_t nc) {
+  const ir::node& t = g[id];
+  if (t.prim != &transpose_p) return id;
+  const std::size_t rank = t.shape.rank;
+  auto source_axis = [&](std::size_t a) { return static_cast<std::size_t>(t.attr.ints[a]); };  // result axis a is source axis perm[a]
+  std::array<std::size_t, ir::max_rank> b{}, c{};
+  for (std::size_t i = 0; i < nb; ++i) b[i] = source_axis(batch[i]);
+  for (std::size_t i = 0; i < nc; ++i) c[i] = source_axis(contract[i]);
+  std::size_t last_free = 0;
+  bool first = true;
+  for (std::size_t a = 0; a < rank; ++a) {
+    if (contains(batch, nb, a) || contains(contract, nc, a)) continue;
+    if (!first && source_axis(a) < last_free) return id;
+    last_free = source_axis(a);
+    first = false;
+  }
+  if (!gemm_view(rank, b, nb, c, nc)) return id;
+  batch = b;
+  contract = c;
+  return t.operands[0];
+}
+
 // Emits dot_general(lhs, rhs), transposing an operand first when no strided GEMM view of it exists.
 // attr: [nb, nc, lhs batch..., rhs batch..., lhs contracting..., rhs contracting...] after any transpose.
-constexpr int dot_general(ir::graph_builder& g, int lhs, int rhs, const dot_dims& d) {
+constexpr int dot_general(ir::graph_builder& g, int lhs_in, int rhs_in, const dot_dims& given) {
+  dot_dims d = given;
+  const int lhs = read_through_transpose(g, lhs_in, d.lb, d.nb, d.lc, d.nc);
+  const int rhs = read_through_transpose(g, rhs_in, d.rb, d.nb, d.rc, d.nc);
   const ir::dims out = dot_result_shape(g[lhs].shape, g[rhs].shape, d);
   const std::size_t lr = g[lhs].shape.rank, rr = g[rhs].shape.rank;
   auto lp = canonical_order(lr, d.lb, d.nb, d.lc, d.nc, false);
