@@ -99,6 +99,35 @@ TEST(Layout, TransposeAndReshape) {
       }
 }
 
+// Where the operand's last axis becomes the result's second to last, rows are copied in 16 x 16 tiles
+// (prim/transpose.hpp): whole tiles, tiles cut by the sizes (37 x 19), by the end of a batch element, in
+// bf16, with the adjacent axis inside the rank, and over many work items (300 x 70).
+TEST(Layout, TransposesByTiles) {
+  const auto a = random_tensor<float, shape<37, 19>>(41);
+  const auto b = random_tensor<float, shape<3, 21, 18>>(42);
+  const auto c = random_tensor<float, shape<2, 5, 3, 20>>(43);
+  const auto big = random_tensor<float, shape<300, 70>>(44);
+  tensor<tessel::bfloat16, shape<33, 17>> h;
+  for (std::size_t k = 0; k < h.size; ++k) h[k] = tessel::bfloat16(static_cast<float>(k) * 0.25f - 40.0f);
+  const auto [ta, tb, tc, tbig, th] = jit([](auto a, auto b, auto c, auto big, auto h) {
+    return std::make_tuple(tessel::transpose<1, 0>(a), tessel::transpose<0, 2, 1>(b), tessel::transpose<0, 2, 3, 1>(c),
+                           tessel::transpose<1, 0>(big), tessel::transpose<1, 0>(h));
+  })(a, b, c, big, h);
+  for (std::size_t i = 0; i < 37; ++i)
+    for (std::size_t j = 0; j < 19; ++j) ASSERT_EQ(ta(j, i), a(i, j)) << i << ", " << j;
+  for (std::size_t n = 0; n < 3; ++n)
+    for (std::size_t i = 0; i < 21; ++i)
+      for (std::size_t j = 0; j < 18; ++j) ASSERT_EQ(tb(n, j, i), b(n, i, j)) << n << ", " << i << ", " << j;
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t i = 0; i < 5; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 20; ++k) ASSERT_EQ(tc(n, j, k, i), c(n, i, j, k)) << n << ", " << i << ", " << j << ", " << k;
+  for (std::size_t i = 0; i < 300; ++i)
+    for (std::size_t j = 0; j < 70; ++j) ASSERT_EQ(tbig(j, i), big(i, j)) << i << ", " << j;
+  for (std::size_t i = 0; i < 33; ++i)
+    for (std::size_t j = 0; j < 17; ++j) ASSERT_EQ(static_cast<float>(th(j, i)), static_cast<float>(h(i, j))) << i << ", " << j;
+}
+
 TEST(Layout, BroadcastInDimAndIota) {
   tensor<float, shape<3>> b{1, 2, 3};
   const auto [rows, cols, io] = jit([](auto v) {
