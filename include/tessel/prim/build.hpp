@@ -317,13 +317,10 @@ constexpr int read_through_transpose(const ir::graph_builder& g, int id, std::ar
   std::array<std::size_t, ir::max_rank> b{}, c{};
   for (std::size_t i = 0; i < nb; ++i) b[i] = source_axis(batch[i]);
   for (std::size_t i = 0; i < nc; ++i) c[i] = source_axis(contract[i]);
-  std::size_t last_free = 0;
-  bool first = true;
-  for (std::size_t a = 0; a < rank; ++a) {
+  for (std::size_t a = 0, next = 0; a < rank; ++a) {  // the free axes, in order, must stay in order
     if (contains(batch, nb, a) || contains(contract, nc, a)) continue;
-    if (!first && source_axis(a) < last_free) return id;
-    last_free = source_axis(a);
-    first = false;
+    if (source_axis(a) < next) return id;
+    next = source_axis(a) + 1;
   }
   if (!gemm_view(rank, b, nb, c, nc)) return id;
   batch = b;

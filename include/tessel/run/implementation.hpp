@@ -182,6 +182,21 @@ inline bool packs_b_whole(const kernel_grid& g, std::size_t b_elements, std::siz
   return !g.by_items && g.m_blocks > 1 && (g.n_blocks == 1 || g.bn % nr == 0) && saves_enough;
 }
 
+// Which of kernel kr's members node id is, or -1.
+inline int member_index(const plan::plan_view& p, const plan::kernel& kr, int id) {
+  for (int m = 0; m < kr.member_count; ++m)
+    if (p.members[static_cast<std::size_t>(kr.first_member + m)] == id) return m;
+  return -1;
+}
+
+// The literal node id stands for (a literal, or a broadcast of one), or null.
+inline const ir::node* literal_behind(const plan::plan_view& p, int id) {
+  const ir::node& n = p.node(id);
+  if (n.prim->kind == ir::prim_kind::literal) return &n;
+  if (n.prim->kind == ir::prim_kind::broadcast && p.node(n.operand(0)).prim->kind == ir::prim_kind::literal) return &p.node(n.operand(0));
+  return nullptr;
+}
+
 // Where kernel kr's members keep their tiles: slot[m] for member m, the number of slots returned. A
 // member holds its slot from its evaluation to that of its last reader (through a reshape, which hands
 // on its operand's tile, to the reshape's last reader), the root until it is stored; a freed slot goes to
@@ -190,18 +205,13 @@ inline bool packs_b_whole(const kernel_grid& g, std::size_t b_elements, std::siz
 inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, std::uint16_t* slot) {
   const int count = kr.member_count;
   const int* member = p.members + kr.first_member;
-  auto index_of = [&](int id) {
-    for (int m = 0; m < count; ++m)
-      if (member[m] == id) return m;
-    return -1;
-  };
   std::vector<int> last(static_cast<std::size_t>(count));
   for (int m = 0; m < count; ++m) last[static_cast<std::size_t>(m)] = member[m] == kr.root ? count : m;
   for (int j = count; j-- > 0;) {  // readers after their operands: a reshape's last reader is known
     const ir::node& n = p.node(member[j]);
     const int held_to = n.prim->kind == ir::prim_kind::reshape ? last[static_cast<std::size_t>(j)] : j;
     for (std::size_t a = 0; a < n.arity; ++a)
-      if (const int m = index_of(n.operand(a)); m >= 0) last[static_cast<std::size_t>(m)] = std::max(last[static_cast<std::size_t>(m)], held_to);
+      if (const int m = member_index(p, kr, n.operand(a)); m >= 0) last[static_cast<std::size_t>(m)] = std::max(last[static_cast<std::size_t>(m)], held_to);
   }
   std::vector<int> holder;  // holder[s]: the member last given slot s
   for (int m = 0; m < count; ++m) {
@@ -230,10 +240,8 @@ inline void streamed_values(const plan::plan_view& p, const plan::kernel& kr, st
     for (std::size_t a = 0; a < n.arity; ++a) {
       const int id = n.operand(a);
       const ir::node& o = p.node(id);
-      const bool computed_here = std::find(member, member + kr.member_count, id) != member + kr.member_count;
-      const bool no_storage = o.prim->kind == ir::prim_kind::literal || o.prim->kind == ir::prim_kind::generator ||
-                              (o.prim->kind == ir::prim_kind::broadcast && p.node(o.operand(0)).prim->kind == ir::prim_kind::literal);
-      if (!computed_here && !no_storage && o.shape.size() == size && std::find(out.begin() + first, out.end(), id) == out.end())
+      const bool stored = member_index(p, kr, id) < 0 && literal_behind(p, id) == nullptr && o.prim->kind != ir::prim_kind::generator;
+      if (stored && o.shape.size() == size && std::find(out.begin() + first, out.end(), id) == out.end())
         out.push_back(id);
     }
   }
@@ -242,14 +250,9 @@ inline void streamed_values(const plan::plan_view& p, const plan::kernel& kr, st
 inline derived_plan derive(const plan::plan_view& p) {
   derived_plan d;
   d.grids.reserve(static_cast<std::size_t>(p.kernel_count));
-  std::size_t member_total = 0;
   for (int k = 0; k < p.kernel_count; ++k) {
     const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
-    member_total = std::max(member_total, static_cast<std::size_t>(kr.first_member + kr.member_count));
-  }
-  d.tile_slot.resize(member_total);
-  for (int k = 0; k < p.kernel_count; ++k) {
-    const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
+    d.tile_slot.resize(std::max(d.tile_slot.size(), static_cast<std::size_t>(kr.first_member + kr.member_count)));
     kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
     g.first_stream = d.streamed.size();
     streamed_values(p, kr, d.streamed);
@@ -516,12 +519,8 @@ class executor {
     return arena_ + p_.arena_offset[i];
   }
 
-  // The slot of node id among kernel kr's members, or -1.
-  int slot_of(const plan::kernel& kr, int id) const {
-    for (int m = 0; m < kr.member_count; ++m)
-      if (p_.members[static_cast<std::size_t>(kr.first_member + m)] == id) return m;
-    return -1;
-  }
+  // Which of kernel kr's members node id is (its index into tile_of), or -1.
+  int slot_of(const plan::kernel& kr, int id) const { return member_index(p_, kr, id); }
 
   // Member m's tile among `tiles` (one every `stride` bytes): after the spare tiles, in its slot.
   unsigned char* member_tile(const plan::kernel& kr, int m, unsigned char* tiles, std::size_t stride) const {
@@ -566,7 +565,7 @@ class executor {
     const int m = slot_of(kr, id);
     if (m >= 0) return tile_of[m];
     const ir::node& operand = nd(id);
-    if (const ir::node* lit = literal_behind(id)) {
+    if (const ir::node* lit = literal_behind(p_, id)) {
       splat(*lit, dtype, n, spare);
       return spare;
     }
@@ -580,14 +579,6 @@ class executor {
     return spare;
   }
 
-  // The literal a node stands for (a literal, or a broadcast of one), or null.
-  const ir::node* literal_behind(int id) const {
-    const ir::node& n = nd(id);
-    if (n.prim->kind == ir::prim_kind::literal) return &n;
-    if (n.prim->kind == ir::prim_kind::broadcast && nd(n.operand(0)).prim->kind == ir::prim_kind::literal) return &nd(n.operand(0));
-    return nullptr;
-  }
-
   void broadcast_into(const plan::kernel& kr, const ir::node& b, std::size_t first, std::size_t n, void* out, const void** tile_of) const {
     const int source = b.operand(0);
     const ir::node& operand = nd(source);
@@ -598,7 +589,7 @@ class executor {
       // so the elements are the same in the same order. (Row kernels spread per-row values in
       // broadcast_rows.)
       std::memcpy(out, tile_of[m], n * tile_bytes(b.dtype));
-    } else if (const ir::node* lit = literal_behind(source)) {
+    } else if (const ir::node* lit = literal_behind(p_, source)) {
       splat(*lit, b.dtype, n, out);
     } else if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(source)] < 0) {
       broadcast_generated(b, operand, first, n, out);
@@ -796,13 +787,21 @@ class executor {
   }
 
   // Asks for elements [first, first + n) of kernel g's streamed values (derived_plan::streamed) to be
-  // brought into L2 (prefetcht1; into L1 they evicted the tile being computed).
+  // brought into L2 (prefetcht1; into L1 they evicted the tile being computed). On x86 the instruction is
+  // written out: g++ 12 -O2 dropped __builtin_prefetch (and _mm_prefetch) from this loop, leaving no
+  // prefetch in the executor at all.
   void prefetch_streams(const kernel_grid& g, std::size_t first, std::size_t n) const {
     for (std::size_t s = 0; s < g.streams; ++s) {
       const int id = streamed_[g.first_stream + s];
       const std::size_t width = ir::bytes_of(nd(id).dtype);
       const auto* at = static_cast<const unsigned char*>(storage(id)) + first * width;
-      for (std::size_t b = 0; b < n * width; b += 64) __builtin_prefetch(at + b, 0, 2);
+      for (std::size_t b = 0; b < n * width; b += 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        asm volatile("prefetcht1 %0" : : "m"(at[b]));
+#else
+        __builtin_prefetch(at + b, 0, 2);
+#endif
+      }
     }
   }
 
