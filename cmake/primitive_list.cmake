@@ -29,8 +29,11 @@ foreach(file IN LISTS files)
     math(EXPR count "${count} + 1")
     # An elementwise or reduction rule's tile functions, instantiated once (prim/family/elementwise.hpp,
     # prim/family/reduce.hpp).
-    if(line MATCHES "= (unary|binary)_primitive<([a-z_0-9]+)>")
-      string(APPEND instances "template void evaluate_${CMAKE_MATCH_1}<${CMAKE_MATCH_2}>(const ir::node&, const void* const*, void*, std::size_t);\n")
+    # (A binary rule's takes one-value operands: ir::splat_fn.)
+    if(line MATCHES "= unary_primitive<([a-z_0-9]+)>")
+      string(APPEND instances "template void evaluate_unary<${CMAKE_MATCH_1}>(const ir::node&, const void* const*, void*, std::size_t);\n")
+    elseif(line MATCHES "= binary_primitive<([a-z_0-9]+)>")
+      string(APPEND instances "template void evaluate_binary<${CMAKE_MATCH_1}>(const ir::node&, const void* const*, unsigned, void*, std::size_t);\n")
     elseif(line MATCHES "= reduce_primitive<([a-z_0-9]+)>")
       set(rule ${CMAKE_MATCH_1})
       string(APPEND instances "template void reduce_row<${rule}>(const ir::node&, const void*, std::size_t, void*);\n")

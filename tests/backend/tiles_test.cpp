@@ -123,4 +123,50 @@ TEST(Tiles, ATileIsHandedOnOnlyAfterItsLastReader) {
   }
 }
 
+// A broadcast whose readers take one-value operands (binary elementwise, select) is not spread into a
+// tile (run/implementation.hpp, member_form): a literal or a one-element value is passed as one value,
+// on either side of operations that do not commute; a row kernel's per-row value is passed row by row,
+// and the tile holding it is handed on to the broadcast's last reader, here past a chain of members that
+// would take it. Rows of 700 (one per pass) and of 128 (eight per pass, the last pass seven).
+template <std::size_t Inner>
+void check_one_value_operands() {
+  using S = shape<3, 5, Inner>;
+  tessel::tensor<float, S> x;
+  tessel::tensor<std::int32_t, S> k;
+  tessel::tensor<float, shape<>> s;
+  tessel::tensor<bfloat16, shape<>> h;
+  fill(x);
+  for (std::size_t i = 0; i < S::size; ++i) k[i] = static_cast<std::int32_t>(i % 11) - 5;
+  s[0] = 1.5f;
+  h[0] = bfloat16(-0.75f);
+  const auto [left, right, picked, ints, rows] = jit([](auto v, auto ks, auto sv, auto hv) {
+    const auto top = tessel::broadcast_in_dim<S, 0, 1>(tessel::max<2>(v));
+    const auto shifted = v - top;
+    const auto chain = tessel::tanh(shifted * 2.0f + 1.0f) * shifted;
+    return std::make_tuple(2.0f - v / sv, sv / (v * v + 1.0f) - tessel::convert_element_type<float>(hv) * v,
+                           tessel::select(v > 0.5f, v, 0.0f) + tessel::select(v > 0.0f, -1.0f, v * 3.0f),
+                           (ks - 3) * 2 + tessel::select(ks > 0, ks, 7), chain * top + shifted);
+  })(x, k, s, h);
+  for (std::size_t i = 0; i < S::size; ++i) {
+    const float v = x[i];
+    ASSERT_FLOAT_EQ(left[i], 2.0f - v / 1.5f) << i;
+    ASSERT_FLOAT_EQ(right[i], 1.5f / (v * v + 1.0f) - -0.75f * v) << i;
+    ASSERT_FLOAT_EQ(picked[i], (v > 0.5f ? v : 0.0f) + (v > 0.0f ? -1.0f : v * 3.0f)) << i;
+    ASSERT_EQ(ints[i], (k[i] - 3) * 2 + (k[i] > 0 ? k[i] : 7)) << i;
+  }
+  for (std::size_t r = 0; r < 15; ++r) {
+    const float* row = x.data() + r * Inner;
+    const float top = *std::max_element(row, row + Inner);
+    for (std::size_t j = 0; j < Inner; ++j) {
+      const float shifted = row[j] - top, want = std::tanh(shifted * 2.0f + 1.0f) * shifted * top + shifted;
+      ASSERT_NEAR(rows[r * Inner + j], want, 1e-5f * (1.0f + std::abs(want))) << r << ", " << j;
+    }
+  }
+}
+
+TEST(Tiles, OneValueOperandsAreReadAsOneValue) {
+  check_one_value_operands<700>();
+  check_one_value_operands<128>();
+}
+
 }  // namespace

@@ -98,6 +98,10 @@ enum class prim_kind : std::uint8_t {
 // float (computed in f32 and rounded once when stored, as XLA's default excess precision does),
 // s32 as std::int32_t, u32 as std::uint32_t, pred as bool.
 using elementwise_fn = void (*)(const node& n, const void* const* in, void* out, std::size_t count);
+// The same, where operands may be one value standing for all n (bit a of `splat` set: in[a] points at
+// that value, a literal or a scalar spread over the shape), so that the executor fills no tile with it.
+// The binary rules and select evaluate this way.
+using splat_fn = void (*)(const node& n, const void* const* in, unsigned splat, void* out, std::size_t count);
 
 // Runs a non-elementwise primitive on whole buffers: `in[i]` holds operand i (described by
 // operands[i]) and `out` the result, all in storage layout (row-major; bf16 as its 16 bits).
@@ -169,7 +173,8 @@ using batch_fn = int (*)(graph_builder& g, const node& n, const std::array<int, 
 struct primitive {
   std::string_view name;
   prim_kind kind;
-  elementwise_fn evaluate = nullptr;  // elementwise primitives
+  elementwise_fn evaluate = nullptr;  // elementwise primitives: one of these two
+  splat_fn evaluate_splat = nullptr;
   kernel_fn run = nullptr;            // layout, reduce, contraction and generator primitives
   item_plan_fn plan_items = nullptr;  // kernels the executor threads in items (conv, pooling, transpose, slice)
   item_fn run_item = nullptr;

@@ -154,29 +154,29 @@ inline constexpr std::array<const ir::primitive*, 73> all_primitives{
 // says why).
 namespace tessel::prim {
 template void evaluate_unary<abs_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<add_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void evaluate_binary<add_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
 template void evaluate_unary<cbrt_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<cos_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<div_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<eq_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void evaluate_binary<div_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<eq_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
 template void evaluate_unary<erf_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<erf_inv_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<exp_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<expm1_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<floor_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<ge_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<gt_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<le_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void evaluate_binary<ge_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<gt_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<le_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
 template void evaluate_unary<log_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<log1p_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<logistic_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<lt_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<max_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<min_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<mul_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<ne_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void evaluate_binary<lt_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<max_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<min_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<mul_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
+template void evaluate_binary<ne_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
 template void evaluate_unary<neg_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<pow_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void evaluate_binary<pow_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
 template void reduce_row<reduce_max_rule>(const ir::node&, const void*, std::size_t, void*);
 template void combine<reduce_max_rule>(const ir::node&, const void*, std::size_t, void*);
 template void init<reduce_max_rule>(const ir::node&, void*, std::size_t);
@@ -190,7 +190,7 @@ template void evaluate_unary<rsqrt_rule>(const ir::node&, const void* const*, vo
 template void evaluate_unary<sign_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<sin_rule>(const ir::node&, const void* const*, void*, std::size_t);
 template void evaluate_unary<sqrt_rule>(const ir::node&, const void* const*, void*, std::size_t);
-template void evaluate_binary<sub_rule>(const ir::node&, const void* const*, void*, std::size_t);
+template void evaluate_binary<sub_rule>(const ir::node&, const void* const*, unsigned, void*, std::size_t);
 template void evaluate_unary<tanh_rule>(const ir::node&, const void* const*, void*, std::size_t);
 }  // namespace tessel::prim
 #endif

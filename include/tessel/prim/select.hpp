@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include <algorithm>
 #include <array>
 
 #include "tessel/prim/family/elementwise.hpp"
@@ -13,29 +14,48 @@ namespace prim {
 
 // The kernel: declared here and defined only where TESSEL_IMPLEMENTATION is (the tessel library), so it
 // is compiled once, with the library's flags, and not in each program at its own (as the elementwise
-// rules' tile functions are).
-void evaluate_select(const ir::node& node, const void* const* in, void* out, std::size_t n);
+// rules' tile functions are). Any operand may be one value (ir::splat_fn): relu's gradient selects
+// between the cotangent and a literal 0, a masked softmax between the scores and a literal -inf.
+void evaluate_select(const ir::node& node, const void* const* in, unsigned splat, void* out, std::size_t n);
 
 #ifdef TESSEL_IMPLEMENTATION
+// The predicate read as bytes (0 or 1), not as bool: g++ 12 vectorizes the byte compare, not the bool
+// test (scalar, 44% of the Fashion-MNIST CNN's relu-gradient kernel).
+template <bool SplatA, bool SplatB, class V>
+void select_tiles(const unsigned char* p, const V* a, const V* b, V* y, std::size_t n) {
+  const V one_a = SplatA ? a[0] : V{}, one_b = SplatB ? b[0] : V{};
+  for (std::size_t i = 0; i < n; ++i) y[i] = p[i] != 0 ? (SplatA ? one_a : a[i]) : (SplatB ? one_b : b[i]);
+}
+
 template <class T>
-void select_as(const void* const* in, void* out, std::size_t n) {
+void select_as(const void* const* in, unsigned splat, void* out, std::size_t n) {
   using V = tile_t<T>;
-  // The predicate read as bytes (0 or 1), not as bool: g++ 12 vectorizes the byte compare, not the bool
-  // test (scalar, 44% of the Fashion-MNIST CNN's relu-gradient kernel).
   const auto* p = static_cast<const unsigned char*>(in[0]);
   const V* a = static_cast<const V*>(in[1]);
   const V* b = static_cast<const V*>(in[2]);
   V* y = static_cast<V*>(out);
-  for (std::size_t i = 0; i < n; ++i) y[i] = p[i] != 0 ? a[i] : b[i];
+  if (splat & 1u) {  // one predicate: the branch it takes, whole
+    const bool take_a = p[0] != 0;
+    const V* from = take_a ? a : b;
+    if (splat & (take_a ? 2u : 4u)) std::fill_n(y, n, from[0]);
+    else std::copy_n(from, n, y);
+    return;
+  }
+  switch (splat >> 1 & 3u) {
+    case 0: select_tiles<false, false>(p, a, b, y, n); break;
+    case 1: select_tiles<true, false>(p, a, b, y, n); break;
+    case 2: select_tiles<false, true>(p, a, b, y, n); break;
+    default: select_tiles<true, true>(p, a, b, y, n);
+  }
 }
 
-void evaluate_select(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+void evaluate_select(const ir::node& node, const void* const* in, unsigned splat, void* out, std::size_t n) {
   switch (node.dtype) {
     case ir::dtype_code::f32:
-    case ir::dtype_code::bf16: select_as<float>(in, out, n); break;
-    case ir::dtype_code::s32: select_as<std::int32_t>(in, out, n); break;
-    case ir::dtype_code::u32: select_as<std::uint32_t>(in, out, n); break;
-    case ir::dtype_code::pred: select_as<bool>(in, out, n); break;
+    case ir::dtype_code::bf16: select_as<float>(in, splat, out, n); break;
+    case ir::dtype_code::s32: select_as<std::int32_t>(in, splat, out, n); break;
+    case ir::dtype_code::u32: select_as<std::uint32_t>(in, splat, out, n); break;
+    case ir::dtype_code::pred: select_as<bool>(in, splat, out, n); break;
   }
 }
 #endif  // TESSEL_IMPLEMENTATION
@@ -55,7 +75,7 @@ constexpr int select_jvp(ir::graph_builder& g, int node, const std::array<int, i
   return build::select(g, n.operands[0], a, b);
 }
 
-inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_select,
+inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate_splat = &evaluate_select,
                                         .vjp = &select_vjp, .jvp = &select_jvp, .batch = &batching::elementwise};
 
 template <class P>

@@ -161,11 +161,19 @@ inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node
   return floats * 4;
 }
 
+// How a kernel's member holds its values. A broadcast whose readers all take one-value operands
+// (ir::splat_fn: binary elementwise, select) is not spread into a tile: it holds the one value of a
+// literal or of a one-element stored value, or, in a row kernel, stands for its per-row source's values.
+// Spread, they cost a tile's stores and a tile's loads per reader: Adam's constants, relu's 0, a
+// softmax's row maximum and row sum.
+enum class member_form : std::uint8_t { tile, one_value, per_row };
+
 // What the executor derives from a plan for this machine: every kernel's grid, and the scratch a thread
 // needs for the largest kernel (member tile pointers aside).
 struct derived_plan {
   std::vector<kernel_grid> grids;
   std::vector<std::uint16_t> tile_slot;  // per member, indexed as plan_view::members (assign_tile_slots)
+  std::vector<member_form> form;         // per member, indexed alike (assign_member_forms)
   std::vector<int> streamed;             // values loop and row kernels stream from memory (streamed_values)
   std::size_t scratch_bytes = 0;
   std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole
@@ -199,17 +207,18 @@ inline const ir::node* literal_behind(const plan::plan_view& p, int id) {
 
 // Where kernel kr's members keep their tiles: slot[m] for member m, the number of slots returned. A
 // member holds its slot from its evaluation to that of its last reader (through a reshape, which hands
-// on its operand's tile, to the reshape's last reader), the root until it is stored; a freed slot goes to
+// on its operand's tile, to the reshape's last reader; a per_row broadcast alike), the root until it is stored; a freed slot goes to
 // the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
 // 32 KiB L1 (AMD EPYC Zen 4), and a fused backward pass's twenty overflow any L1.
-inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, std::uint16_t* slot) {
+inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, const member_form* form, std::uint16_t* slot) {
   const int count = kr.member_count;
   const int* member = p.members + kr.first_member;
   std::vector<int> last(static_cast<std::size_t>(count));
   for (int m = 0; m < count; ++m) last[static_cast<std::size_t>(m)] = member[m] == kr.root ? count : m;
   for (int j = count; j-- > 0;) {  // readers after their operands: a reshape's last reader is known
     const ir::node& n = p.node(member[j]);
-    const int held_to = n.prim->kind == ir::prim_kind::reshape ? last[static_cast<std::size_t>(j)] : j;
+    const bool hands_on = n.prim->kind == ir::prim_kind::reshape || form[j] == member_form::per_row;
+    const int held_to = hands_on ? last[static_cast<std::size_t>(j)] : j;
     for (std::size_t a = 0; a < n.arity; ++a)
       if (const int m = member_index(p, kr, n.operand(a)); m >= 0) last[static_cast<std::size_t>(m)] = std::max(last[static_cast<std::size_t>(m)], held_to);
   }
@@ -222,6 +231,35 @@ inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kerne
     slot[m] = static_cast<std::uint16_t>(s);
   }
   return holder.size();
+}
+
+// Rows shorter than this keep their per-row values spread into tiles: a call per row would cost more.
+inline constexpr std::size_t per_row_min_inner = 64;
+
+// Each member's member_form in kernel kr, into form[m].
+inline void assign_member_forms(const plan::plan_view& p, const plan::kernel& kr, member_form* form) {
+  const int* member = p.members + kr.first_member;
+  const bool row = kr.kind == plan::kernel_kind::row;
+  for (int m = 0; m < kr.member_count; ++m) {
+    form[m] = member_form::tile;
+    const ir::node& b = p.node(member[m]);
+    if (b.prim->kind != ir::prim_kind::broadcast || member[m] == kr.root) continue;
+    bool readers_take_one_value = true;
+    for (int j = m + 1; j < kr.member_count; ++j) {
+      const ir::node& r = p.node(member[j]);
+      for (std::size_t a = 0; a < r.arity; ++a)
+        if (r.operand(a) == member[m]) readers_take_one_value = readers_take_one_value && r.prim->evaluate_splat != nullptr;
+    }
+    if (!readers_take_one_value) continue;
+    const int source = b.operand(0);
+    const ir::node& s = p.node(source);
+    if (member_index(p, kr, source) < 0) {
+      if (literal_behind(p, source) != nullptr || (s.shape.size() == 1 && s.prim->kind != ir::prim_kind::generator))
+        form[m] = member_form::one_value;
+    } else if (row && b.shape == kr.row_shape && s.shape != kr.row_shape && kr.inner >= per_row_min_inner) {
+      form[m] = member_form::per_row;
+    }
+  }
 }
 
 // The values loop or row kernel kr reads from memory at its own flat index (operands of its members
@@ -253,12 +291,14 @@ inline derived_plan derive(const plan::plan_view& p) {
   for (int k = 0; k < p.kernel_count; ++k) {
     const plan::kernel& kr = p.kernels[static_cast<std::size_t>(k)];
     d.tile_slot.resize(std::max(d.tile_slot.size(), static_cast<std::size_t>(kr.first_member + kr.member_count)));
+    d.form.resize(d.tile_slot.size());
+    assign_member_forms(p, kr, d.form.data() + kr.first_member);
     kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
     g.first_stream = d.streamed.size();
     streamed_values(p, kr, d.streamed);
     g.streams = d.streamed.size() - g.first_stream;
     // The spare tiles operands from outside the kernel are converted into, then the members' slots.
-    const std::size_t members = assign_tile_slots(p, kr, d.tile_slot.data() + kr.first_member) + ir::max_operands;
+    const std::size_t members = assign_tile_slots(p, kr, d.form.data() + kr.first_member, d.tile_slot.data() + kr.first_member) + ir::max_operands;
     std::size_t need = members * tile_elements * 4 + tile_elements * 4;
     if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
     if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
@@ -457,6 +497,7 @@ class executor {
     const derived_plan& derived = derived_for(p_, local_derived_);
     grids_ = &derived.grids;
     tile_slot_ = derived.tile_slot.data();
+    form_ = derived.form.data();
     streamed_ = derived.streamed.data();
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + derived.scratch_bytes;
@@ -539,7 +580,10 @@ class executor {
       switch (node.prim->kind) {
         case ir::prim_kind::contraction: tile_of[m] = given; break;
         case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
-        case ir::prim_kind::broadcast: broadcast_into(kr, node, first, n, out, tile_of); break;
+        case ir::prim_kind::broadcast:
+          if (form_of(kr, m) == member_form::one_value) one_value_into(node, out);
+          else broadcast_into(kr, node, first, n, out, tile_of);
+          break;
         case ir::prim_kind::reshape: tile_of[m] = operand_tile(kr, node.operand(0), node.dtype, first, n, out, tile_of); break;
         default: {
           // The root, last of the members and stored as its tile holds it (not bf16), is evaluated
@@ -550,12 +594,44 @@ class executor {
           }
           // Operands outside the kernel are read in place or converted into the spare tiles.
           const void* in[ir::max_operands];
-          for (std::size_t a = 0; a < node.arity; ++a)
-            in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, tiles + a * stride, tile_of);
-          node.prim->evaluate(node, in, out, n);
+          unsigned splats = 0;
+          for (std::size_t a = 0; a < node.arity; ++a) in[a] = operand_of(kr, node, a, first, n, tiles + a * stride, tile_of, splats);
+          evaluate(node, in, splats, out, n);
         }
       }
     }
+  }
+
+  // Operand a of member `node` on [first, first + n): one value (its bit set in `splats`) where the
+  // member takes one and the operand is a literal or a one_value member, else operand_tile's tile.
+  const void* operand_of(const plan::kernel& kr, const ir::node& node, std::size_t a, std::size_t first, std::size_t n, void* spare,
+                         const void** tile_of, unsigned& splats) const {
+    const int id = node.operand(a);
+    if (node.prim->evaluate_splat != nullptr) {
+      const int m = slot_of(kr, id);
+      const ir::node* lit = m < 0 ? literal_behind(p_, id) : nullptr;
+      if (lit != nullptr || (m >= 0 && form_of(kr, m) == member_form::one_value)) {
+        splats |= 1u << a;
+        if (lit == nullptr) return tile_of[m];
+        splat(*lit, nd(id).dtype, 1, spare);
+        return spare;
+      }
+    }
+    return operand_tile(kr, id, nd(id).dtype, first, n, spare, tile_of);
+  }
+
+  static void evaluate(const ir::node& node, const void* const* in, unsigned splats, void* out, std::size_t n) {
+    if (node.prim->evaluate_splat != nullptr) node.prim->evaluate_splat(node, in, splats, out, n);
+    else node.prim->evaluate(node, in, out, n);
+  }
+
+  member_form form_of(const plan::kernel& kr, int m) const { return form_[kr.first_member + m]; }
+
+  // The one value of a one_value broadcast: its literal's, or its one-element operand's, as a tile holds it.
+  void one_value_into(const ir::node& b, void* out) const {
+    const int source = b.operand(0);
+    if (const ir::node* lit = literal_behind(p_, source)) splat(*lit, b.dtype, 1, out);
+    else load_tile(b.dtype, storage(source), 1, out);
   }
 
   // A tile of node id's values on [first, first + n): a member's tile, the storage itself when no
@@ -844,7 +920,11 @@ class executor {
         unsigned char* spare = tiles;  // the spare tiles, before the members'
         switch (node.prim->kind) {
           case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
-          case ir::prim_kind::broadcast: broadcast_rows(kr, node, full, first, rows, n, out, tile_of); break;
+          case ir::prim_kind::broadcast:
+            if (form_of(kr, m) == member_form::one_value) one_value_into(node, out);
+            else if (form_of(kr, m) == member_form::per_row) tile_of[m] = tile_of[slot_of(kr, node.operand(0))];
+            else broadcast_rows(kr, node, full, first, rows, n, out, tile_of);
+            break;
           case ir::prim_kind::reduce: {
             const ir::dtype_code in_dtype = nd(node.operand(0)).dtype;
             const auto* in = static_cast<const unsigned char*>(
@@ -857,14 +937,38 @@ class executor {
           }
           default: {
             const void* in[ir::max_operands];
-            for (std::size_t a = 0; a < node.arity; ++a)
-              in[a] = operand_tile(kr, node.operand(a), nd(node.operand(a)).dtype, first, n, spare + a * stride, tile_of);
-            node.prim->evaluate(node, in, out, n);
+            unsigned splats = 0, per_row = 0;
+            for (std::size_t a = 0; a < node.arity; ++a) {
+              const int om = slot_of(kr, node.operand(a));
+              if (om >= 0 && form_of(kr, om) == member_form::per_row) {
+                in[a] = tile_of[om];
+                per_row |= 1u << a;
+              } else {
+                in[a] = operand_of(kr, node, a, first, n, spare + a * stride, tile_of, splats);
+              }
+            }
+            if (per_row == 0) evaluate(node, in, splats, out, n);
+            else evaluate_by_rows(node, in, splats, per_row, rows, inner, out);
           }
         }
       }
       const bool root_full = nd(kr.root).shape == kr.row_shape;
       store_root(kr, root_full ? o * inner : o, root_full ? rows * inner : rows, tile_of);
+    }
+  }
+
+  // Member `node` over `rows` whole rows where the operands with a bit in `per_row` hold one value per
+  // row: row by row, each such value passed as one value.
+  void evaluate_by_rows(const ir::node& node, const void* const* in, unsigned splats, unsigned per_row, std::size_t rows,
+                        std::size_t inner, void* out) const {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const void* row_in[ir::max_operands];
+      for (std::size_t a = 0; a < node.arity; ++a) {
+        const std::size_t width = tile_bytes(nd(node.operand(a)).dtype);
+        const std::size_t at = (per_row >> a & 1u) != 0 ? r : (splats >> a & 1u) != 0 ? 0 : r * inner;
+        row_in[a] = static_cast<const unsigned char*>(in[a]) + at * width;
+      }
+      evaluate(node, row_in, splats | per_row, static_cast<unsigned char*>(out) + r * inner * tile_bytes(node.dtype), inner);
     }
   }
 
@@ -1156,6 +1260,7 @@ class executor {
   derived_plan local_derived_;  // for a plan without a slot (plan_view::derived)
   const std::vector<kernel_grid>* grids_ = nullptr;
   const std::uint16_t* tile_slot_ = nullptr;  // derived_plan::tile_slot
+  const member_form* form_ = nullptr;         // derived_plan::form
   const int* streamed_ = nullptr;             // derived_plan::streamed
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;

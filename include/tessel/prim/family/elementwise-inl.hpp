@@ -4,6 +4,7 @@
 // includes this file only where TESSEL_IMPLEMENTATION is defined (the tessel library), where prim/all.hpp
 // instantiates them for every rule; kernel tests and benchmarks that call map_unary_f32 include it.
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -87,15 +88,17 @@ void map_unary(const T* x, R* y, std::size_t n) {
   }
 }
 
-template <class Rule, class T, class R>
+// y[i] = Rule(a[i], b[i]), where a one-value operand (SplatA, SplatB) is read at [0] for every i.
+template <class Rule, bool SplatA, bool SplatB, class T, class R>
 void map_binary(const T* a, const T* b, R* y, std::size_t n) {
   std::size_t i = 0;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float> && BatchRule2<Rule, xsimd::batch<float>>) {
     using batch = xsimd::batch<float>;
+    const batch one_a(SplatA ? a[0] : 0.0f), one_b(SplatB ? b[0] : 0.0f);
     for (const std::size_t body = n - n % batch::size; i < body; i += batch::size)
-      Rule::apply(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(y + i);
+      Rule::apply(SplatA ? one_a : batch::load_unaligned(a + i), SplatB ? one_b : batch::load_unaligned(b + i)).store_unaligned(y + i);
   }
-  for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(a[i], b[i]));
+  for (; i < n; ++i) y[i] = static_cast<R>(Rule::apply(a[SplatA ? 0 : i], b[SplatB ? 0 : i]));
 }
 
 template <class Rule, class T>
@@ -118,21 +121,30 @@ void evaluate_unary(const ir::node& node, const void* const* in, void* out, std:
 }
 
 template <class Rule, class T>
-void evaluate_binary_as(const void* a, const void* b, void* out, std::size_t n) {
+void evaluate_binary_as(const void* a, const void* b, unsigned splat, void* out, std::size_t n) {
   if constexpr (rule_accepts<Rule, T>()) {
+    using V = tile_t<T>;
     using R = tile_t<result_t<Rule, T>>;
-    map_binary<Rule>(static_cast<const tile_t<T>*>(a), static_cast<const tile_t<T>*>(b), static_cast<R*>(out), n);
+    const auto* x = static_cast<const V*>(a);
+    const auto* z = static_cast<const V*>(b);
+    auto* y = static_cast<R*>(out);
+    switch (splat & 3u) {
+      case 0: map_binary<Rule, false, false>(x, z, y, n); break;
+      case 1: map_binary<Rule, true, false>(x, z, y, n); break;
+      case 2: map_binary<Rule, false, true>(x, z, y, n); break;
+      default: std::fill_n(y, n, static_cast<R>(Rule::apply(x[0], z[0])));
+    }
   }
 }
 
 template <class Rule>
-void evaluate_binary(const ir::node& node, const void* const* in, void* out, std::size_t n) {
+void evaluate_binary(const ir::node& node, const void* const* in, unsigned splat, void* out, std::size_t n) {
   switch (node.operand_dtype) {
-    case ir::dtype_code::f32: evaluate_binary_as<Rule, float>(in[0], in[1], out, n); break;
-    case ir::dtype_code::bf16: evaluate_binary_as<Rule, bfloat16>(in[0], in[1], out, n); break;
-    case ir::dtype_code::s32: evaluate_binary_as<Rule, std::int32_t>(in[0], in[1], out, n); break;
-    case ir::dtype_code::u32: evaluate_binary_as<Rule, std::uint32_t>(in[0], in[1], out, n); break;
-    case ir::dtype_code::pred: evaluate_binary_as<Rule, bool>(in[0], in[1], out, n); break;
+    case ir::dtype_code::f32: evaluate_binary_as<Rule, float>(in[0], in[1], splat, out, n); break;
+    case ir::dtype_code::bf16: evaluate_binary_as<Rule, bfloat16>(in[0], in[1], splat, out, n); break;
+    case ir::dtype_code::s32: evaluate_binary_as<Rule, std::int32_t>(in[0], in[1], splat, out, n); break;
+    case ir::dtype_code::u32: evaluate_binary_as<Rule, std::uint32_t>(in[0], in[1], splat, out, n); break;
+    case ir::dtype_code::pred: evaluate_binary_as<Rule, bool>(in[0], in[1], splat, out, n); break;
   }
 }
 }  // namespace tessel::prim

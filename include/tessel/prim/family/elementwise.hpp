@@ -71,7 +71,7 @@ using tile_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
 template <class Rule>
 void evaluate_unary(const ir::node& node, const void* const* in, void* out, std::size_t n);
 template <class Rule>
-void evaluate_binary(const ir::node& node, const void* const* in, void* out, std::size_t n);
+void evaluate_binary(const ir::node& node, const void* const* in, unsigned splat, void* out, std::size_t n);
 
 // ---- differentiation: a rule gives its local derivatives; the family derives VJP and JVP ----------
 
@@ -134,7 +134,7 @@ consteval ir::primitive unary_primitive(std::string_view name, double flops = 1)
 }
 template <class Rule>
 consteval ir::primitive binary_primitive(std::string_view name, double flops = 1) {
-  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_binary<Rule>, .flops_per_element = flops};
+  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate_splat = &evaluate_binary<Rule>, .flops_per_element = flops};
   p.batch = &batching::elementwise;
   if constexpr (HasPartials<Rule>) {
     p.vjp = &binary_vjp<Rule>;
