@@ -2,9 +2,12 @@
 // and scalar tails both run), NumPy broadcasting, literals, and the integer semantics XLA defines.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
+#include <type_traits>
 
 #include "reference.hpp"
 #include "tessel/ops.hpp"
@@ -199,6 +202,62 @@ TEST(Elementwise, SelectTakesTheScalarRulesChoice) {
   check_select<std::int32_t, 13 * 17>();
   check_select_pred<7>();
   check_select_pred<13 * 17>();
+}
+
+// A one-value operand on either side of each binary rule and in either branch of select (a scalar argument
+// or a literal, passed as one value rather than spread into a tile: run/implementation.hpp, member_form)
+// against the scalar rule, for f32, bf16 and s32 and sizes that leave no SIMD body (1), only a tail (7) or
+// both (127, 1000, 13 * 17).
+template <class T, std::size_t N>
+void check_one_value_sides() {
+  using C = std::conditional_t<std::is_integral_v<T>, T, float>;  // what a tile computes in
+  const bool ints = std::is_integral_v<T>;
+  const auto x = random_tensor<float, shape<N>>(51, ints ? 1.0 : 0.5, ints ? 9.0 : 4.0).template astype<T>();
+  tensor<T, shape<>> s;
+  s[0] = T(ints ? 3.0f : 1.75f);
+  const auto [sums, differences, products, quotients, extremes, picked] = jit([](auto v, auto k) {
+    return std::make_tuple(std::make_tuple(v + k, k + v), std::make_tuple(v - k, k - v, v - 2, 2 - v),
+                           std::make_tuple(v * k, k * v), std::make_tuple(v / k, k / v),
+                           std::make_tuple(tessel::max(v, k), tessel::max(k, v), tessel::min(v, k), tessel::min(k, v), v > k, k > v),
+                           std::make_tuple(tessel::select(v > k, v, 2), tessel::select(v > k, 2, v)));
+  })(x, s);
+  const C k = static_cast<C>(s[0]), two = 2;
+  auto as_t = [](C c) { return T(c); };
+  for (std::size_t i = 0; i < N; ++i) {
+    const C v = static_cast<C>(x[i]);
+    SCOPED_TRACE(::testing::Message() << "element " << i << " of " << N);
+    ASSERT_EQ(std::get<0>(sums)[i], as_t(v + k));
+    ASSERT_EQ(std::get<1>(sums)[i], as_t(k + v));
+    ASSERT_EQ(std::get<0>(differences)[i], as_t(v - k));
+    ASSERT_EQ(std::get<1>(differences)[i], as_t(k - v));
+    ASSERT_EQ(std::get<2>(differences)[i], as_t(v - two));
+    ASSERT_EQ(std::get<3>(differences)[i], as_t(two - v));
+    ASSERT_EQ(std::get<0>(products)[i], as_t(v * k));
+    ASSERT_EQ(std::get<1>(products)[i], as_t(k * v));
+    ASSERT_EQ(std::get<0>(quotients)[i], as_t(v / k));
+    ASSERT_EQ(std::get<1>(quotients)[i], as_t(k / v));
+    ASSERT_EQ(std::get<0>(extremes)[i], as_t(std::max(v, k)));
+    ASSERT_EQ(std::get<1>(extremes)[i], as_t(std::max(k, v)));
+    ASSERT_EQ(std::get<2>(extremes)[i], as_t(std::min(v, k)));
+    ASSERT_EQ(std::get<3>(extremes)[i], as_t(std::min(k, v)));
+    ASSERT_EQ(std::get<4>(extremes)[i], v > k);
+    ASSERT_EQ(std::get<5>(extremes)[i], k > v);
+    ASSERT_EQ(std::get<0>(picked)[i], as_t(v > k ? v : two));
+    ASSERT_EQ(std::get<1>(picked)[i], as_t(v > k ? two : v));
+  }
+}
+
+TEST(Elementwise, OneValueOperandsTakeTheScalarRulesResult) {
+  check_one_value_sides<float, 1>();
+  check_one_value_sides<float, 7>();
+  check_one_value_sides<float, 127>();
+  check_one_value_sides<float, 1000>();
+  check_one_value_sides<float, 13 * 17>();
+  check_one_value_sides<bfloat16, 7>();
+  check_one_value_sides<bfloat16, 1000>();
+  check_one_value_sides<bfloat16, 13 * 17>();
+  check_one_value_sides<std::int32_t, 127>();
+  check_one_value_sides<std::int32_t, 13 * 17>();
 }
 
 TEST(Elementwise, LiteralsAreTypedByTheTensor) {
