@@ -263,9 +263,13 @@ TEST(HostTarget, ReadsThisMachine) {
   EXPECT_GE(m.threads, 1u);
   EXPECT_GE(m.vector_bytes, 16u);
   EXPECT_EQ(tessel::targets::this_host().mxu_rows, m.gemm.mr);
-  std::printf("this machine: %zu threads, L1d %zu KiB, L2 %zu KiB, L3 %zu KiB, %zu-byte vectors (%s), GEMM %zux%zu KC %zu MC %zu NC %zu\n",
-              m.threads, m.l1d_bytes >> 10, m.l2_bytes >> 10, m.l3_bytes >> 10, m.vector_bytes, m.simd_target, m.gemm.mr,
-              m.gemm.nr, m.gemm.kc, m.gemm.mc, m.gemm.nc);
+  std::printf("this machine: %zu threads, L1d %zu KiB (sets every %zu bytes), L2 %zu KiB, L3 %zu KiB, %zu-byte vectors (%s), GEMM %zux%zu KC %zu MC %zu NC %zu\n",
+              m.threads, m.l1d_bytes >> 10, m.l1d_alias_bytes, m.l2_bytes >> 10, m.l3_bytes >> 10, m.vector_bytes, m.simd_target,
+              m.gemm.mr, m.gemm.nr, m.gemm.kc, m.gemm.mc, m.gemm.nc);
+  // The L1's set stride (its size over its ways): a power of two from a line to the whole cache.
+  EXPECT_GE(m.l1d_alias_bytes, 64u);
+  EXPECT_EQ(m.l1d_alias_bytes & (m.l1d_alias_bytes - 1), 0u);
+  if (m.l1d_bytes != 0) EXPECT_LE(m.l1d_alias_bytes, m.l1d_bytes);
 #if defined(__linux__)
   if (m.l2_bytes == 0) GTEST_SKIP() << "the OS gives no cache sizes here";
   EXPECT_GE(m.l1d_bytes, 16u << 10);

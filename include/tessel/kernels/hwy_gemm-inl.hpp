@@ -32,6 +32,7 @@
 #include <hwy/highway.h>
 
 #include "tessel/kernels/gemm_xsimd-inl.hpp"
+#include "tessel/kernels/machine.hpp"
 #include "tessel/core/bfloat16.hpp"
 
 #if HWY_ARCH_X86
@@ -396,8 +397,15 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
       if (packed == nullptr) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
       // An f32 A read by few panels of B is read in place, but for a last panel of fewer than MR rows:
       // packed, each element fed as many FMAs as its packing cost (AMD EPYC Zen 4, one thread, 256 x 256
-      // by 256 x 32 ran at 0.77x dnnl_sgemm with A packed).
-      const bool in_place = !a.bf16 && (a.col_stride == 1 || a.row_stride == 1) && (nc + nr - 1) / nr <= blocking::a_in_place_panels;
+      // by 256 x 32 ran at 0.77x dnnl_sgemm with A packed). Rows of A not where they lie a multiple of the
+      // L1's set stride apart, all in one set (512 x 1024 by 1024 x 256: in place 94 GFLOP/s, packed 101;
+      // K = 1040 in place 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps,
+      // M floats apart, must stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few
+      // sets (512 x 1024 by 1024 x 128 from A^T: in place 94, packed 100).
+      const std::size_t panels = (nc + nr - 1) / nr;
+      const bool rows_in_place = a.col_stride == 1 && a.row_stride * sizeof(float) % this_machine().l1d_alias_bytes != 0;
+      const bool columns_in_place = a.row_stride == 1 && panels == 1;
+      const bool in_place = !a.bf16 && panels <= blocking::a_in_place_panels && (rows_in_place || columns_in_place);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
         const std::size_t mc = std::min(mc_max, m1 - i0), whole = in_place ? mc / mr * mr : 0;
         if (whole < mc) pack_a_f32(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kc);

@@ -251,7 +251,11 @@ machine read_machine() {
     const std::string level = read_word(dir + "level"), type = read_word(dir + "type");
     if (level.empty()) break;
     const std::size_t bytes = read_cache_size(dir + "size");
-    if (level == "1" && type == "Data") m.l1d_bytes = bytes;
+    if (level == "1" && type == "Data") {
+      m.l1d_bytes = bytes;
+      const std::size_t sets = read_cache_size(dir + "number_of_sets"), line = read_cache_size(dir + "coherency_line_size");
+      if (sets > 0 && line > 0) m.l1d_alias_bytes = sets * line;
+    }
     else if (level == "2" && type != "Instruction") m.l2_bytes = bytes;
     else if (level == "3" && type != "Instruction") m.l3_bytes = bytes;
   }

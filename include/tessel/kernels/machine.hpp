@@ -17,6 +17,7 @@ namespace tessel::kernels {
 struct machine {
   std::size_t threads = 1;       // default_thread_count(): the affinity mask, or TESSEL_NUM_THREADS
   std::size_t l1d_bytes = 0;     // one core's L1 data cache; 0 where the OS does not say
+  std::size_t l1d_alias_bytes = 4096;  // addresses this far apart share an L1 set (its size over its ways)
   std::size_t l2_bytes = 0;      // one core's L2
   std::size_t l3_bytes = 0;      // the L3 that cpu0 shares with others
   std::size_t vector_bytes = 16; // the widest f32 vector of the dispatched Highway target
