@@ -171,8 +171,24 @@ TEST(Elementwise, SelectAndConvert) {
   EXPECT_EQ(rounded[0], 1.0f);  // the explicit cast rounds even inside a fused loop
 }
 
+// check<T, N>() for the tile dtypes at sizes that leave no SIMD body (1), only a tail (7) or both (127,
+// 1000, 13 * 17).
+template <class Check>
+void for_dtypes_and_odd_sizes(Check check) {
+  check.template operator()<float, 1>();
+  check.template operator()<float, 7>();
+  check.template operator()<float, 127>();
+  check.template operator()<float, 1000>();
+  check.template operator()<float, 13 * 17>();
+  check.template operator()<bfloat16, 7>();
+  check.template operator()<bfloat16, 1000>();
+  check.template operator()<bfloat16, 13 * 17>();
+  check.template operator()<std::int32_t, 127>();
+  check.template operator()<std::int32_t, 13 * 17>();
+}
+
 // select's loop (vectorized over the predicate's bytes) against the scalar rule, for every dtype it takes
-// and sizes that leave no SIMD body (1), only a tail (7) or both (127, 1000, 13 * 17).
+// (for_dtypes_and_odd_sizes).
 template <class T, std::size_t N>
 void check_select() {
   const auto x = random_tensor<float, shape<N>>(31, -1.0, 1.0);
@@ -190,24 +206,14 @@ void check_select_pred() {
 }
 
 TEST(Elementwise, SelectTakesTheScalarRulesChoice) {
-  check_select<float, 1>();
-  check_select<float, 7>();
-  check_select<float, 127>();
-  check_select<float, 1000>();
-  check_select<float, 13 * 17>();
-  check_select<bfloat16, 7>();
-  check_select<bfloat16, 1000>();
-  check_select<bfloat16, 13 * 17>();
-  check_select<std::int32_t, 127>();
-  check_select<std::int32_t, 13 * 17>();
+  for_dtypes_and_odd_sizes([]<class T, std::size_t N>() { check_select<T, N>(); });
   check_select_pred<7>();
   check_select_pred<13 * 17>();
 }
 
 // A one-value operand on either side of each binary rule and in either branch of select (a scalar argument
 // or a literal, passed as one value rather than spread into a tile: run/implementation.hpp, member_form)
-// against the scalar rule, for f32, bf16 and s32 and sizes that leave no SIMD body (1), only a tail (7) or
-// both (127, 1000, 13 * 17).
+// against the scalar rule, for f32, bf16 and s32 (for_dtypes_and_odd_sizes).
 template <class T, std::size_t N>
 void check_one_value_sides() {
   using C = std::conditional_t<std::is_integral_v<T>, T, float>;  // what a tile computes in
@@ -248,16 +254,7 @@ void check_one_value_sides() {
 }
 
 TEST(Elementwise, OneValueOperandsTakeTheScalarRulesResult) {
-  check_one_value_sides<float, 1>();
-  check_one_value_sides<float, 7>();
-  check_one_value_sides<float, 127>();
-  check_one_value_sides<float, 1000>();
-  check_one_value_sides<float, 13 * 17>();
-  check_one_value_sides<bfloat16, 7>();
-  check_one_value_sides<bfloat16, 1000>();
-  check_one_value_sides<bfloat16, 13 * 17>();
-  check_one_value_sides<std::int32_t, 127>();
-  check_one_value_sides<std::int32_t, 13 * 17>();
+  for_dtypes_and_odd_sizes([]<class T, std::size_t N>() { check_one_value_sides<T, N>(); });
 }
 
 TEST(Elementwise, LiteralsAreTypedByTheTensor) {

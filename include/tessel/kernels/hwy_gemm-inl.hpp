@@ -384,6 +384,7 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
                           const float* packed = nullptr, std::size_t panel_floats = 0) {
   constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
   const std::size_t kc_max = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
+  const std::size_t l1_alias = this_machine().l1d_alias_bytes;
   float* packed_b = scratch;
   float* packed_a = scratch + blocking::kc * blocking::nc;
   float* edge = packed_a + blocking::mc * blocking::kc;
@@ -403,7 +404,7 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
       // M floats apart, must stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few
       // sets (512 x 1024 by 1024 x 128 from A^T: in place 94, packed 100).
       const std::size_t panels = (nc + nr - 1) / nr;
-      const bool rows_in_place = a.col_stride == 1 && a.row_stride * sizeof(float) % this_machine().l1d_alias_bytes != 0;
+      const bool rows_in_place = a.col_stride == 1 && a.row_stride * sizeof(float) % l1_alias != 0;
       const bool columns_in_place = a.row_stride == 1 && panels == 1;
       const bool in_place = !a.bf16 && panels <= blocking::a_in_place_panels && (rows_in_place || columns_in_place);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {

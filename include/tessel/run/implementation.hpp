@@ -207,8 +207,8 @@ inline const ir::node* literal_behind(const plan::plan_view& p, int id) {
 
 // Where kernel kr's members keep their tiles: slot[m] for member m, the number of slots returned. A
 // member holds its slot from its evaluation to that of its last reader (through a reshape, which hands
-// on its operand's tile, to the reshape's last reader; a per_row broadcast alike), the root until it is stored; a freed slot goes to
-// the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
+// on its operand's tile, to the reshape's last reader; a per_row broadcast alike), the root until it is
+// stored; a freed slot goes to the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
 // 32 KiB L1 (AMD EPYC Zen 4), and a fused backward pass's twenty overflow any L1.
 inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, const member_form* form, std::uint16_t* slot) {
   const int count = kr.member_count;
@@ -595,29 +595,31 @@ class executor {
           // Operands outside the kernel are read in place or converted into the spare tiles.
           const void* in[ir::max_operands];
           unsigned splats = 0;
-          for (std::size_t a = 0; a < node.arity; ++a) in[a] = operand_of(kr, node, a, first, n, tiles + a * stride, tile_of, splats);
+          for (std::size_t a = 0; a < node.arity; ++a)
+            in[a] = operand_of(kr, node, a, slot_of(kr, node.operand(a)), first, n, tiles + a * stride, tile_of, splats);
           evaluate(node, in, splats, out, n);
         }
       }
     }
   }
 
-  // Operand a of member `node` on [first, first + n): one value (its bit set in `splats`) where the
-  // member takes one and the operand is a literal or a one_value member, else operand_tile's tile.
-  const void* operand_of(const plan::kernel& kr, const ir::node& node, std::size_t a, std::size_t first, std::size_t n, void* spare,
-                         const void** tile_of, unsigned& splats) const {
+  // Operand a of member `node` on [first, first + n), member m of the kernel or -1 (slot_of): one value
+  // (its bit set in `splats`) where the member takes one and the operand is a literal or a one_value
+  // member, else a tile as operand_tile gives it.
+  const void* operand_of(const plan::kernel& kr, const ir::node& node, std::size_t a, int m, std::size_t first, std::size_t n,
+                         void* spare, const void** tile_of, unsigned& splats) const {
     const int id = node.operand(a);
-    if (node.prim->evaluate_splat != nullptr) {
-      const int m = slot_of(kr, id);
-      const ir::node* lit = m < 0 ? literal_behind(p_, id) : nullptr;
-      if (lit != nullptr || (m >= 0 && form_of(kr, m) == member_form::one_value)) {
-        splats |= 1u << a;
-        if (lit == nullptr) return tile_of[m];
-        splat(*lit, nd(id).dtype, 1, spare);
-        return spare;
-      }
+    const bool takes_one_value = node.prim->evaluate_splat != nullptr;
+    if (m >= 0) {
+      if (takes_one_value && form_of(kr, m) == member_form::one_value) splats |= 1u << a;
+      return tile_of[m];
     }
-    return operand_tile(kr, id, nd(id).dtype, first, n, spare, tile_of);
+    if (const ir::node* lit = takes_one_value ? literal_behind(p_, id) : nullptr) {
+      splats |= 1u << a;
+      splat(*lit, nd(id).dtype, 1, spare);
+      return spare;
+    }
+    return outside_tile(id, nd(id).dtype, first, n, spare);
   }
 
   static void evaluate(const ir::node& node, const void* const* in, unsigned splats, void* out, std::size_t n) {
@@ -639,7 +641,11 @@ class executor {
   const void* operand_tile(const plan::kernel& kr, int id, ir::dtype_code dtype, std::size_t first, std::size_t n, void* spare,
                            const void** tile_of) const {
     const int m = slot_of(kr, id);
-    if (m >= 0) return tile_of[m];
+    return m >= 0 ? tile_of[m] : outside_tile(id, dtype, first, n, spare);
+  }
+
+  // The same for a value no member of the kernel computes.
+  const void* outside_tile(int id, ir::dtype_code dtype, std::size_t first, std::size_t n, void* spare) const {
     const ir::node& operand = nd(id);
     if (const ir::node* lit = literal_behind(p_, id)) {
       splat(*lit, dtype, n, spare);
@@ -940,12 +946,8 @@ class executor {
             unsigned splats = 0, per_row = 0;
             for (std::size_t a = 0; a < node.arity; ++a) {
               const int om = slot_of(kr, node.operand(a));
-              if (om >= 0 && form_of(kr, om) == member_form::per_row) {
-                in[a] = tile_of[om];
-                per_row |= 1u << a;
-              } else {
-                in[a] = operand_of(kr, node, a, first, n, spare + a * stride, tile_of, splats);
-              }
+              in[a] = operand_of(kr, node, a, om, first, n, spare + a * stride, tile_of, splats);
+              if (om >= 0 && form_of(kr, om) == member_form::per_row) per_row |= 1u << a;
             }
             if (per_row == 0) evaluate(node, in, splats, out, n);
             else evaluate_by_rows(node, in, splats, per_row, rows, inner, out);
