@@ -64,12 +64,12 @@ static_assert(mm_v6e.ok() && mm_v6e.blocks[2].block[0] % 256 == 0 && mm_v6e.bloc
 constexpr block_plan mm_v4 = plan_blocks(targets::tpu_v4, mm_f32);
 static_assert(mm_v4.ok() && mm_v4.vmem_bytes == 11 * mib && mm_v4.vmem_bytes <= 16 * mib);
 
-// host: micro-kernel blocking, bm a multiple of 12, bn of 32, bk = 256; A's packed block and one packed
-// panel of B, 256 x (96 + 32) floats, and the 96 x bn C block fit the 1 MiB VMEM up to bn = 2389, so N is
-// one block of 2048. 2048 is no multiple of 96, so the last row block is partial (the host clips it).
+// host: micro-kernel blocking, bm a multiple of 12, bn of 32, bk = 512; A's packed block and one packed
+// panel of B, 512 x (96 + 32) floats, and the 96 x bn C block fit the 1 MiB VMEM up to bn = 2048 exactly, so
+// N is one block of 2048. 2048 is no multiple of 96, so the last row block is partial (the host clips it).
 constexpr block_plan mm_host = plan_blocks(targets::host, mm_f32);
-static_assert(mm_host.ok() && mm_host.blocks[0].block == make_dims({96, 256}) && mm_host.blocks[1].block == make_dims({256, 2048}));
-static_assert(mm_host.grid == make_dims({22, 1, 8}) && mm_host.vmem_bytes == (256 * (96 + 32) + 96 * 2048) * 4);
+static_assert(mm_host.ok() && mm_host.blocks[0].block == make_dims({96, 512}) && mm_host.blocks[1].block == make_dims({512, 2048}));
+static_assert(mm_host.grid == make_dims({22, 1, 4}) && mm_host.vmem_bytes == (512 * (96 + 32) + 96 * 2048) * 4);
 
 // The cores' share of a grid's time: three equal blocks on two cores keep them busy 3/4 of it, four 1;
 // a 256 x 256 x 256 product on the two cores is cut into blocks they finish together.

@@ -34,7 +34,7 @@ inline constexpr target host{
     .block_bytes = 256u << 10,   // a quarter of the scratch: two operands double-buffered fill it
     .block_m = 96,               // the GEMM's mc = 8 micro-tiles of 12 rows
     .block_n = 2048,             // the GEMM's nc; shrunk by the planner until the blocks fit the scratch
-    .block_k = 256,              // the GEMM's kc
+    .block_k = 512,              // the GEMM's kc
     .partial_edge_blocks = true,  // host kernels clip the last block (bm = 96 never divides 2^n)
     .double_buffer = true,
 };
