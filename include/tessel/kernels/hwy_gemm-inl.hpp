@@ -159,7 +159,7 @@ struct blocking {
   static constexpr std::size_t nr = 2 * lanes;
   // 2*MR accumulators + 2 B vectors + 1 broadcast: 27 of AVX-512's 32 registers, 15 of 16 otherwise.
   static constexpr std::size_t mr = (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) ? 12 : 6;
-  // f32 elements of K per block; bf16 pairs per block on the dpbf16 path. Each K block reads and writes
+  // Elements of K per block (half as many pairs on the dpbf16 path). Each K block reads and writes
   // C's tile once more, and that, not the B panel's fit in L1, is what a longer block saves: on an AMD
   // EPYC Zen 4 (32 KiB L1), 2048^3 on one thread ran 101 GFLOP/s at KC 256 and 106 at 512, whose 64 KiB
   // panel streams from L2; 1024 (NC then 416) was no faster.
@@ -335,15 +335,17 @@ inline void store_edge(const float* HWY_RESTRICT edge, float* HWY_RESTRICT c, st
       c[r * ldc + j] = first ? edge[r * nr + j] : c[r * ldc + j] + edge[r * nr + j];
 }
 
-// acc(MR x NR) = sum over kc >= 1 of a_panel(:, k) * b_panel(k, :), then C's first rows x cols = acc
-// (first K block) or += acc. A's panel is packed (pack_a_f32: element (r, k) at a[k * MR + r]) or, InPlace,
-// read where it is, element (r, k) at a[k * a_k + r * a_row] (MR whole rows).
-template <bool InPlace = false>
+// acc(Rows x NR) = sum over kc >= 1 of a_panel(:, k) * b_panel(k, :), then C's first rows (<= Rows) x cols
+// = acc (first K block) or += acc. A's panel is packed (pack_a_f32: element (r, k) at a[k * MR + r]) or,
+// InPlace, read where it is, element (r, k) at a[k * a_k + r * a_row] (MR whole rows). Rows below MR serve
+// a last panel of few rows: its padding rows would cost as many FMAs as real ones.
+template <bool InPlace = false, std::size_t Rows = blocking::mr>
 inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, float* c,
                              std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge,
                              std::size_t a_k = 0, std::size_t a_row = 0) {
-  constexpr std::size_t mr = blocking::mr, lanes = blocking::lanes, nr = blocking::nr;
-  const std::size_t k_step = InPlace ? a_k : mr, row_step = InPlace ? a_row : 1;
+  constexpr std::size_t mr = Rows, lanes = blocking::lanes, nr = blocking::nr;
+  static_assert(Rows <= blocking::mr && (!InPlace || Rows == blocking::mr));
+  const std::size_t k_step = InPlace ? a_k : blocking::mr, row_step = InPlace ? a_row : 1;
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc0[mr], acc1[mr];
@@ -422,8 +424,12 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
             if (i < whole)
               micro_kernel_f32<true>(kc, a_block + i * a.row_stride, b_block + j / nr * stride, ci, ldc, mr, cols, p0 == 0, edge,
                                      a.col_stride, a.row_stride);
+            else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2 || mr < 12)
+              micro_kernel_f32(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
+            else if (rows > mr / 3)
+              micro_kernel_f32<false, mr / 3 * 2>(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
             else
-              micro_kernel_f32(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, std::min(mr, mc - i), cols, p0 == 0, edge);
+              micro_kernel_f32<false, mr / 3>(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
           }
       }
     }
@@ -502,19 +508,20 @@ inline void pack_a_pairs(const matrix_view& a, std::size_t m0, std::size_t mc, s
   }
 }
 
-// The register block of micro_kernel_f32 with vdpbf16ps. Its own target attribute adds AVX512_BF16
-// to this Highway target's; the caller checks CPUID first.
+// The register block of micro_kernel_f32 with vdpbf16ps (Rows of the packed panel's MR, as there). Its
+// own target attribute adds AVX512_BF16 to this Highway target's; the caller checks CPUID first.
+template <std::size_t Rows = blocking::mr>
 __attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_dpbf16(
     std::size_t kp, const std::uint32_t* HWY_RESTRICT a, const std::uint32_t* HWY_RESTRICT b, float* c,
     std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge) {
-  constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
+  constexpr std::size_t mr = Rows, nr = blocking::nr;
   static_assert(nr == 32, "one 512-bit vector holds 16 pairs");
   __m512 acc0[mr], acc1[mr];
   for (std::size_t r = 0; r < mr; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (std::size_t p = 0; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * nr);
     const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * nr + 16);
-    const std::uint32_t* HWY_RESTRICT ap = a + p * mr;
+    const std::uint32_t* HWY_RESTRICT ap = a + p * blocking::mr;
     if (p < rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + p * ldc, 16, nr);
     for (std::size_t r = 0; r < mr; ++r) {
       __m512i av = _mm512_set1_epi32(static_cast<int>(ap[r]));
@@ -563,9 +570,17 @@ inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::si
         const std::size_t mc = std::min(mc_max, m1 - i0);
         pack_a_pairs(a, i0, mc, p0, kc, packed_a);
         for (std::size_t j = 0; j < nc; j += nr)
-          for (std::size_t i = 0; i < mc; i += mr)
-            micro_kernel_dpbf16(kp, packed_a + i * kp, b_block + j / nr * stride, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
-                                std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
+          for (std::size_t i = 0; i < mc; i += mr) {
+            const std::uint32_t* panel = packed_a + i * kp;
+            float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
+            const std::size_t rows = std::min(mr, mc - i), cols = std::min(nr, nc - j);
+            if (rows > mr / 3 * 2)
+              micro_kernel_dpbf16(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
+            else if (rows > mr / 3)
+              micro_kernel_dpbf16<mr / 3 * 2>(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
+            else
+              micro_kernel_dpbf16<mr / 3>(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
+          }
       }
     }
   }
