@@ -3,6 +3,8 @@
 #include "gradcheck.hpp"
 #include "tessel/dump.hpp"
 #include "tessel/transform/custom_vjp.hpp"
+#include "tessel/transform/remat.hpp"
+#include "tessel/transform/scan.hpp"
 
 namespace {
 using tessel::shape;
@@ -95,5 +97,46 @@ TEST(CustomVjp, TreeArgument) {
     EXPECT_FLOAT_EQ(std::get<0>(g)[i], 2.0f);
     EXPECT_FLOAT_EQ(std::get<1>(g)[i], 7.0f);
   }
+}
+// In a scan body, alone or under checkpoint, the rule reads each step's own residuals: the backward
+// step's copies, not the forward body's nodes (which hold only the last step's values).
+constexpr auto plain_softplus = [](auto x) { return tessel::log(1.0f + tessel::exp(x)); };
+template <class Softplus, bool Remat>
+constexpr auto scanned_softplus = [](auto c, auto xs) {
+  auto [last, ys] = tessel::scan(
+      [](auto carry, auto x) {
+        constexpr auto step = [](auto carry, auto x) { return Softplus{}(carry * 0.5f + x) * 0.75f; };
+        auto next = [&] {
+          if constexpr (Remat) return tessel::checkpoint(step, tessel::checkpoint_policies::nothing_saveable)(carry, x);
+          else return step(carry, x);
+        }();
+        return std::tuple{next, next};
+      },
+      c, xs);
+  return tessel::sum(last * last) + tessel::sum(ys * ys * 0.5f);
+};
+
+template <bool Remat>
+void expect_scanned_rule_matches_plain() {
+  const auto c = random_tensor<float, shape<5>>(11, -1, 1);
+  const auto xs = random_tensor<float, shape<4, 5>>(12, -2, 2);
+  const auto [gc, gx] = tessel::grad<0, 1>(scanned_softplus<decltype(softplus), Remat>)(c, xs);
+  const auto [ec, ex] = tessel::grad<0, 1>(scanned_softplus<decltype(plain_softplus), Remat>)(c, xs);
+  for (std::size_t i = 0; i < gc.size; ++i) EXPECT_NEAR(gc[i], ec[i], 1e-5 * (1 + std::abs(ec[i]))) << i;
+  for (std::size_t i = 0; i < gx.size; ++i) EXPECT_NEAR(gx[i], ex[i], 1e-5 * (1 + std::abs(ex[i]))) << i;
+}
+
+TEST(CustomVjp, InAScanBodyEachStepReadsItsOwnResiduals) { expect_scanned_rule_matches_plain<false>(); }
+TEST(CustomVjp, UnderCheckpointInAScanBodyEachStepReadsItsOwnResiduals) {
+  expect_scanned_rule_matches_plain<true>();
+  // Under nothing_saveable the rule's residual (exp) is recomputed in the backward step, as every other
+  // value of the function: the forward scan stores what it stores for the plain function.
+  using custom = decltype(tessel::jit(tessel::grad<0, 1>(scanned_softplus<decltype(softplus), true>)));
+  using plain = decltype(tessel::jit(tessel::grad<0, 1>(scanned_softplus<decltype(plain_softplus), true>)));
+  using c_t = tensor<float, shape<5>>;
+  using xs_t = tensor<float, shape<4, 5>>;
+  constexpr std::size_t custom_bytes = custom::traced_for<c_t, xs_t>::plan.arena_bytes;
+  constexpr std::size_t plain_bytes = plain::traced_for<c_t, xs_t>::plan.arena_bytes;
+  EXPECT_EQ(custom_bytes, plain_bytes);
 }
 }  // namespace

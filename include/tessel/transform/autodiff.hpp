@@ -26,6 +26,10 @@ constexpr bool is_custom_vjp(const ir::primitive& p) { return p.name == "custom_
 constexpr bool is_call(const ir::primitive& p) { return &p == &prim::remat_p || is_custom_vjp(p); }
 constexpr int call_input_count(const ir::node& n) { return static_cast<int>(n.attr.ints[0]); }
 constexpr int call_input(const ir::node& n, int k) { return static_cast<int>(n.attr.ints[static_cast<std::size_t>(1 + k)]); }
+// The nodes a call's attributes name are attr.ints[1, call_named_end): its inputs, then a custom_vjp's residuals.
+constexpr std::size_t call_named_end(const ir::node& n) {
+  return is_custom_vjp(*n.prim) ? n.attr.count : 1 + static_cast<std::size_t>(call_input_count(n));
+}
 
 // Control flow (transform/control_vjp.hpp): a construct's output depends on its inputs and on what its
 // bodies read from outside, through the bodies' results; its reverse rule runs once for all its outputs.
@@ -88,9 +92,9 @@ constexpr std::vector<pulled> remat_pull(ir::graph_builder& g, int id, int ct) {
     const ir::node& n = g[i];
     for (std::size_t a = 0; a < n.arity; ++a)
       if (n.operands[a] >= lo) need[at(n.operands[a])] = true;
-    if (is_call(*n.prim))
-      for (int c = 0; c < call_input_count(n); ++c)
-        if (call_input(n, c) >= lo) need[at(call_input(n, c))] = true;
+    if (is_call(*n.prim))  // its inputs, and a custom_vjp's residuals: recomputed too
+      for (std::size_t c = 1; c < call_named_end(n); ++c)
+        if (n.attr.ints[c] >= lo) need[at(static_cast<int>(n.attr.ints[c]))] = true;
     saved[at(i)] = policy == prim::remat_policy::dots_saveable && n.prim->kind == ir::prim_kind::contraction;
   }
   // The copies. value[i]: what a recomputed node reads for node i; copy[i]: the node whose rule runs.
@@ -113,6 +117,10 @@ constexpr std::vector<pulled> remat_pull(ir::graph_builder& g, int id, int ct) {
     if (!seg[at(i)]) continue;
     ir::node m = g[i];
     for (std::size_t a = 0; a < m.arity; ++a) m.operands[a] = value_of(m.operands[a]);
+    // A custom_vjp's rule reads the nodes its attributes name: the copies, as its operands are, so that
+    // its backward work follows the cotangent (JAX's checkpoint recomputes a custom_vjp's residuals).
+    if (is_custom_vjp(*m.prim))
+      for (std::size_t c = 1; c < call_named_end(m); ++c) m.attr.ints[c] = value_of(static_cast<int>(m.attr.ints[c]));
     copy[at(i)] = g.add(m);
     if (!saved[at(i)]) value[at(i)] = copy[at(i)];
   }
@@ -123,8 +131,11 @@ constexpr std::vector<pulled> remat_pull(ir::graph_builder& g, int id, int ct) {
     if (!seg[at(i)] || cts[at(i)] < 0) continue;
     const ir::node n = g[i];
     std::vector<pulled> back;
-    if (is_call(*n.prim)) {
-      back = pull(g, i, cts[at(i)]);  // a nested call reads the forward values its attributes name
+    if (is_custom_vjp(*n.prim)) {  // through the copy, whose inputs stand for the forward's
+      back = pull(g, copy[at(i)], cts[at(i)]);
+      for (std::size_t j = 0; j < back.size(); ++j) back[j].target = call_input(n, static_cast<int>(j));
+    } else if (is_call(*n.prim)) {
+      back = pull(g, i, cts[at(i)]);  // a nested checkpoint reads the forward values its attributes name
     } else {
       const std::vector<pulled> from_copy = pull(g, copy[at(i)], cts[at(i)]);
       for (std::size_t a = 0; a < from_copy.size(); ++a) back.push_back(pulled{n.operands[a], from_copy[a].ct});

@@ -194,9 +194,8 @@ constexpr std::vector<int> copy_region(ir::graph_builder& g, int r, const region
     }
     for (std::size_t a = 0; a < n.arity; ++a) n.operands[a] = mapped_id(n.operands[a]);
     if (n.prim == &prim::optimization_barrier_p) n.attr.ints[0] = mapped_id(static_cast<int>(n.attr.ints[0]));  // the node it follows
-    if (is_call(*n.prim))  // checkpoint, custom_vjp: the function inputs its attributes name
-      for (int k = 0; k < call_input_count(n); ++k)
-        n.attr.ints[static_cast<std::size_t>(1 + k)] = mapped_id(call_input(n, k));
+    if (is_call(*n.prim))  // checkpoint, custom_vjp: the inputs (and residuals) its attributes name
+      for (std::size_t k = 1; k < call_named_end(n); ++k) n.attr.ints[k] = mapped_id(static_cast<int>(n.attr.ints[k]));
     at(i) = g.add(n);
   }
   return map;
