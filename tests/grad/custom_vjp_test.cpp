@@ -139,4 +139,19 @@ TEST(CustomVjp, UnderCheckpointInAScanBodyEachStepReadsItsOwnResiduals) {
   constexpr std::size_t plain_bytes = plain::traced_for<c_t, xs_t>::plan.arena_bytes;
   EXPECT_EQ(custom_bytes, plain_bytes);
 }
+// A call's result that a contraction reads whole is its operand's bytes, not a copy of them: with the
+// function's value also read by another kernel, the plan has as many kernels as without custom_vjp.
+TEST(CustomVjp, TheCallsResultIsItsOperandsBuffer) {
+  using x_t = tensor<float, shape<8, 16>>;
+  using w_t = tensor<float, shape<16, 4>>;
+  constexpr auto custom = [](auto x, auto w, auto v) { return tessel::matmul(softplus(x), w) + tessel::matmul(plain_softplus(x), v); };
+  constexpr auto plain = [](auto x, auto w, auto v) { return tessel::matmul(plain_softplus(x), w) + tessel::matmul(plain_softplus(x), v); };
+  constexpr int custom_kernels = decltype(tessel::jit(custom))::traced_for<x_t, w_t, w_t>::plan.kernel_count;
+  constexpr int plain_kernels = decltype(tessel::jit(plain))::traced_for<x_t, w_t, w_t>::plan.kernel_count;
+  EXPECT_EQ(custom_kernels, plain_kernels);
+  const auto x = random_tensor<float, shape<8, 16>>(13);
+  const auto w = random_tensor<float, shape<16, 4>>(14);
+  const auto v = random_tensor<float, shape<16, 4>>(15);
+  EXPECT_TRUE(tessel::testing::all_close(tessel::jit(custom)(x, w, v), tessel::jit(plain)(x, w, v), {.rtol = 0, .atol = 0}));
+}
 }  // namespace

@@ -84,6 +84,9 @@ constexpr bool is_inline_constant(const ir::program<N, O>& p, int id) {
 
 namespace detail {
 
+// checkpoint's and custom_vjp's marker (prim/remat.hpp, transform/custom_vjp.hpp): the identity on operand 0.
+constexpr bool is_call_result(const ir::node& n) { return n.prim->name == "checkpoint" || n.prim->name == "custom_vjp_call"; }
+
 constexpr bool is_trailing_split(const ir::dims& full, const ir::dims& outer) {
   if (outer.rank > full.rank) return false;
   for (std::size_t i = 0; i < outer.rank; ++i)
@@ -295,6 +298,19 @@ struct builder {
           out.materialized[ii] = true;
           out.alias_of[ii] = from;
           common_kernel[static_cast<std::size_t>(from)] = -2;  // stored whole, in no consumer's loop
+          whole_buffer_operand[static_cast<std::size_t>(from)] = true;
+          continue;
+        }
+      }
+      // So is the result of a call (checkpoint, custom_vjp: the identity on the function's result) that no
+      // loop takes in, in the same region: its operand is stored once rather than stored and copied.
+      if (k < 0 && is_call_result(n) && !is_output[ii]) {
+        int from = n.operand(0);
+        while (nd(from).prim->kind == ir::prim_kind::reshape || is_call_result(nd(from))) from = nd(from).operand(0);
+        if (nd(from).prim->kind == ir::prim_kind::parameter || region_of[static_cast<std::size_t>(from)] == region_of[ii]) {
+          out.materialized[ii] = true;
+          out.alias_of[ii] = from;
+          common_kernel[static_cast<std::size_t>(from)] = -2;
           whole_buffer_operand[static_cast<std::size_t>(from)] = true;
           continue;
         }
