@@ -36,6 +36,7 @@
 #include "tessel/prim/slice.hpp"
 #include "tessel/prim/take.hpp"
 #include "tessel/random.hpp"
+#include "tessel/transform/custom_vjp.hpp"
 #include "tessel/transform/remat.hpp"
 #include "tessel/transform/scan.hpp"
 
@@ -55,6 +56,39 @@ consteval float inverse_sqrt_f32(std::size_t n) {
   }
   return static_cast<float>(1.0 / root);
 }
+
+// gelu (tanh approximation, as tessel::gelu) with a reverse rule that computes gelu'(x) from x alone, as
+// PyTorch's gelu_backward does. Differentiated node by node, GELU's backward reads four of its forward
+// intermediates; under checkpoint each is then recomputed into a buffer of its own (six loop kernels
+// over [B,T,F] per layer), since the backward's contraction epilogue and the recomputed forward both
+// read them. The rule shares no node with gelu's own (c x and c x^3 instead of x^2 and x^3; the graph
+// merges equal nodes, and a value that two kernels read is stored), so the epilogue reads x only:
+//   gelu'(x) = (1 + t + (1 - t^2) (c x + 3 a c x^3)) / 2,  t = tanh(c x + a c x^3).
+inline constexpr auto gelu = custom_vjp([](auto x) { return tessel::gelu(x); },
+                                        [](auto x) { return std::make_tuple(tessel::gelu(x), x); },
+                                        [](auto x, auto ct) {
+                                          constexpr float c = 0.7978845608028654f, a = 0.044715f;  // sqrt(2 / pi), as tessel::gelu
+                                          auto cx = x * c;
+                                          auto cx3 = cx * x * x;
+                                          auto t = tanh(cx + cx3 * a);
+                                          auto slope = ((1.0f + t) + (1.0f - t * t) * (cx + cx3 * (3.0f * a))) * 0.5f;
+                                          return std::make_tuple(ct * slope);
+                                        });
+
+// softmax over the last axis (tessel::softmax's value) with JAX's rule for it (jax.nn.softmax is a
+// custom_jvp): x's cotangent is y (ct - sum(ct y)) from the result y alone. Node by node, the backward
+// reads softmax's exponentials, its row sums spread over the row and y, and under checkpoint recomputes
+// each into a buffer of its own (five kernels over [B,H,T,T] per layer); with the rule, the recomputed
+// forward is one row kernel storing y (which the attention's product reads anyway) and the backward
+// one row kernel reading y and ct.
+inline constexpr auto softmax = custom_vjp([](auto x) { return tessel::softmax(x); },
+                                           [](auto x) {
+                                             auto y = tessel::softmax(x);
+                                             return std::make_tuple(y, y);
+                                           },
+                                           [](auto y, auto ct) {
+                                             return std::make_tuple(y * (ct - broadcast_reduced<-1>(sum<-1>(ct * y), y)));
+                                           });
 }  // namespace detail
 
 struct gpt_config {
@@ -141,12 +175,12 @@ struct gpt {
       auto v = heads(std::integral_constant<long, 2>{});
       // [B,T,H,Dh] x [B,T,H,Dh] over Dh, batched over (B, H) -> [B,H,Tq,Tk]
       auto scores = convert_element_type<float>(dot_general<axes<3>, axes<3>, axes<0, 2>, axes<0, 2>>(q, k));
-      auto att = softmax(scores * detail::inverse_sqrt_f32(Dh) + bias);
+      auto att = detail::softmax(scores * detail::inverse_sqrt_f32(Dh) + bias);
       // [B,H,Tq,Tk] x [B,Tk,H,Dh] over Tk, batched over (B, H) -> [B,H,Tq,Dh]
       auto ctx = dot_general<axes<3>, axes<1>, axes<0, 1>, axes<0, 2>>(convert_element_type<C>(att), v);
       auto merged = reshape<shape<B, T, D>>(transpose<0, 2, 1, 3>(convert_element_type<float>(ctx)));
       auto h = x + dense_c<C>(merged, p.w_o, p.b_o);
-      auto m = gelu(dense_c<C>(layer_norm(h, p.ln2_g, p.ln2_b), p.w_fc, p.b_fc));
+      auto m = detail::gelu(dense_c<C>(layer_norm(h, p.ln2_g, p.ln2_b), p.w_fc, p.b_fc));
       return h + dense_c<C>(m, p.w_proj, p.b_proj);
     }
   };
