@@ -424,7 +424,7 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
             if (i < whole)
               micro_kernel_f32<true>(kc, a_block + i * a.row_stride, b_block + j / nr * stride, ci, ldc, mr, cols, p0 == 0, edge,
                                      a.col_stride, a.row_stride);
-            else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2 || mr < 12)
+            else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2)
               micro_kernel_f32(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
             else if (rows > mr / 3)
               micro_kernel_f32<false, mr / 3 * 2>(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);

@@ -286,31 +286,21 @@ struct builder {
       int k = -1;
       if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
         k = common_kernel[ii];
-      // A reshape no loop takes in is its operand's bytes: a parameter's, or those of a kernel that stores a
-      // whole buffer anyway (a layout change, a contraction, a reduction) in the same region (an alias's
-      // readers extend its operand's life, which is only sound within one region).
-      if (k < 0 && kind == ir::prim_kind::reshape && !is_output[ii]) {
+      // A reshape, or a call's result (checkpoint, custom_vjp: the identity on the function's result), that no
+      // loop takes in is its operand's bytes (through reshapes and calls): a parameter's, or in the same region
+      // (an alias's readers extend its operand's life, which is only sound within one region) those of a kernel
+      // that stores a whole buffer anyway (a layout change, a contraction, a reduction); a call's operand is
+      // stored once rather than stored and copied, whatever its kernel.
+      const bool call = is_call_result(n);
+      if (k < 0 && (kind == ir::prim_kind::reshape || call) && !is_output[ii]) {
         int from = n.operand(0);
-        while (nd(from).prim->kind == ir::prim_kind::reshape) from = nd(from).operand(0);  // a reshape of a reshape
+        while (nd(from).prim->kind == ir::prim_kind::reshape || is_call_result(nd(from))) from = nd(from).operand(0);
         const auto from_kind = nd(from).prim->kind;
         const bool whole = from_kind == ir::prim_kind::layout || from_kind == ir::prim_kind::contraction || from_kind == ir::prim_kind::reduce;
-        if (from_kind == ir::prim_kind::parameter || (whole && region_of[static_cast<std::size_t>(from)] == region_of[ii])) {
+        if (from_kind == ir::prim_kind::parameter || ((whole || call) && region_of[static_cast<std::size_t>(from)] == region_of[ii])) {
           out.materialized[ii] = true;
           out.alias_of[ii] = from;
           common_kernel[static_cast<std::size_t>(from)] = -2;  // stored whole, in no consumer's loop
-          whole_buffer_operand[static_cast<std::size_t>(from)] = true;
-          continue;
-        }
-      }
-      // So is the result of a call (checkpoint, custom_vjp: the identity on the function's result) that no
-      // loop takes in, in the same region: its operand is stored once rather than stored and copied.
-      if (k < 0 && is_call_result(n) && !is_output[ii]) {
-        int from = n.operand(0);
-        while (nd(from).prim->kind == ir::prim_kind::reshape || is_call_result(nd(from))) from = nd(from).operand(0);
-        if (nd(from).prim->kind == ir::prim_kind::parameter || region_of[static_cast<std::size_t>(from)] == region_of[ii]) {
-          out.materialized[ii] = true;
-          out.alias_of[ii] = from;
-          common_kernel[static_cast<std::size_t>(from)] = -2;
           whole_buffer_operand[static_cast<std::size_t>(from)] = true;
           continue;
         }
