@@ -1,10 +1,12 @@
 #pragma once
 // exp (lax.exp): e^x.
 // Maximum error against a double reference on [-87, 88] (tests/backend/ulp_test.cpp, hwy_math_test.cpp):
-// scalar path (libm) 1 ULP, xsimd 2, Highway 1.5 (every Highway target). Default path: xsimd, 1.35x
-// faster than Highway at equal vector width (bench/README.md); Highway where the build's xsimd is
-// narrower than the CPU's best Highway target. NaN, infinities and signed zeros give the scalar path's
-// results on every path; xsimd alone overflows to inf early, from x = 88.38 (ln(FLT_MAX) = 88.72).
+// scalar path (libm) 1 ULP, xsimd 2, Highway 1.5 (every Highway target). Default path: xsimd (on AVX-512
+// xsimd's polynomial scaled by vscalefps: prim/family/simd_math-inl.hpp), 1.35x faster than Highway at
+// equal vector width before that (bench/README.md); Highway where the build's xsimd is narrower than the
+// CPU's best Highway target. NaN, infinities and signed zeros give the scalar path's results on every
+// path. Overflow and underflow: e^x's on AVX-512 (inf from ln(FLT_MAX) = 88.72, subnormals down to
+// -103.97); xsimd's generic kernel gives inf from 88.38 and 0 below -88.38.
 // Elementwise; takes f32 and bf16; the result has the operand's dtype and shape.
 
 #include "tessel/prim/family/elementwise.hpp"
