@@ -1,4 +1,4 @@
-// Loop and column kernels work a tile (1024 elements) at a time; these shapes are several tiles long and
+// Loop, row and column kernels work a tile (1024 elements) at a time; these shapes are several tiles long and
 // their runs (an iota's equal values, a broadcast's copied or filled stretches, a reduction's rows)
 // straddle the tile boundaries. Each result is checked element by element against a plain loop.
 #include <gtest/gtest.h>
@@ -63,6 +63,25 @@ TEST(Tiles, BroadcastRunsCopiedFilledAndWidened) {
       }
   for (std::size_t k = 0; k < masked.size; ++k) ASSERT_EQ(masked[k], mask[k / 1600 * 40 + k % 40] ? 1.0f : 0.0f) << k;
   for (std::size_t k = 0; k < filled.size; ++k) ASSERT_EQ(filled[k], rows[k / 50] * 2.0f) << k;
+}
+
+// A row kernel's tiles take 25 rows of 40: some lie within one head, where the bias is read in place, and
+// some straddle two heads, where it is gathered.
+TEST(Tiles, BroadcastInARowKernelReadInPlaceOrGathered) {
+  tessel::tensor<float, shape<3, 1, 40, 40>> bias;
+  tessel::tensor<float, shape<3, 5, 40, 40>> scores;
+  fill(bias), fill(scores);
+  const auto y = jit([](auto b, auto s) { return tessel::softmax(s + b); })(bias, scores);
+  for (std::size_t row = 0; row < 3 * 5 * 40; ++row) {
+    const std::size_t b = row / 200, i = row % 40;
+    double z[40], most = -INFINITY, sum = 0;
+    for (std::size_t j = 0; j < 40; ++j) {
+      z[j] = static_cast<double>(scores[row * 40 + j] + bias[(b * 40 + i) * 40 + j]);
+      most = std::max(most, z[j]);
+    }
+    for (double& v : z) sum += v = std::exp(v - most);
+    for (std::size_t j = 0; j < 40; ++j) ASSERT_NEAR(y[row * 40 + j], z[j] / sum, 1e-6) << row << ", " << j;
+  }
 }
 
 TEST(Tiles, ReductionsToFewOutputs) {

@@ -366,6 +366,59 @@ inline void splat(const ir::node& literal, ir::dtype_code dtype, std::size_t n, 
   }
 }
 
+// How broadcast_in_dim node b's result walks its operand: the stride of each result axis into the
+// operand (0 where the axis is broadcast), and the runs of its trailing axes: `run` elements that the
+// operand holds contiguously (`copies`) or that repeat one of its values, as the attention bias [B,1,T,T]
+// spread over heads, within the axes from `inner` on.
+struct broadcast_walk {
+  std::array<std::size_t, ir::max_rank> stride_of_axis{};
+  std::size_t run = 1, inner = 0;
+  bool copies = false;
+
+  // The operand element where the run holding result element `at` starts: a few divisions a run instead
+  // of an index walk per element.
+  std::size_t run_source(const ir::node& b, std::size_t at) const {
+    std::size_t rest = at / run, source = 0;
+    for (std::size_t axis = inner; axis-- > 0;) {
+      source += rest % b.shape.d[axis] * stride_of_axis[axis];
+      rest /= b.shape.d[axis];
+    }
+    return source;
+  }
+};
+
+inline broadcast_walk walk_of(const ir::node& b, const ir::node& operand) {
+  broadcast_walk w;
+  std::array<std::size_t, ir::max_rank> operand_strides{};
+  std::size_t s = 1;
+  for (std::size_t i = operand.shape.rank; i-- > 0;) {
+    operand_strides[i] = s;
+    s *= operand.shape.d[i];
+  }
+  for (std::size_t i = 0; i < operand.shape.rank; ++i)
+    if (operand.shape.d[i] != 1) w.stride_of_axis[static_cast<std::size_t>(b.attr.ints[i])] = operand_strides[i];
+  const std::size_t rank = b.shape.rank;
+  w.copies = rank > 0 && w.stride_of_axis[rank - 1] == 1;
+  w.inner = rank;
+  for (std::size_t axis = rank; axis-- > 0; w.inner = axis) {
+    if (b.shape.d[axis] == 1) continue;
+    if (w.stride_of_axis[axis] != (w.copies ? w.run : 0)) break;
+    w.run *= b.shape.d[axis];
+  }
+  return w;
+}
+
+// Where elements [first, first + n) of broadcast b are one contiguous run of its operand in storage
+// (stored as a tile holds it: not bf16 or pred), that run, to be read where it lies; else null. A tile of
+// the attention's scores within one head reads the bias [B,1,T,T] so, instead of copying it.
+inline const void* broadcast_in_place(const ir::node& b, const ir::node& operand, const void* storage, std::size_t first,
+                                      std::size_t n) {
+  if (operand.dtype == ir::dtype_code::bf16 || operand.dtype == ir::dtype_code::pred || n == 0) return nullptr;
+  const broadcast_walk w = walk_of(b, operand);
+  if (!w.copies || first % w.run + n > w.run) return nullptr;
+  return static_cast<const unsigned char*>(storage) + (w.run_source(b, first) + first % w.run) * ir::bytes_of(operand.dtype);
+}
+
 // Elements [first, first + n) of broadcast_in_dim node b, read from its operand's storage.
 inline void gather_broadcast(const ir::node& b, const ir::node& operand, const void* storage, std::size_t first,
                              std::size_t n, void* tile) {
@@ -432,42 +485,20 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
     }
     return;
   }
-  // Strides of the result's axes into the operand (0 where broadcast).
-  std::array<std::size_t, ir::max_rank> operand_strides{}, stride_of_axis{};
-  std::size_t s = 1;
-  for (std::size_t i = operand.shape.rank; i-- > 0;) {
-    operand_strides[i] = s;
-    s *= operand.shape.d[i];
-  }
-  for (std::size_t i = 0; i < operand.shape.rank; ++i)
-    if (operand.shape.d[i] != 1) stride_of_axis[static_cast<std::size_t>(b.attr.ints[i])] = operand_strides[i];
-  const std::size_t rank = b.shape.rank;
-  // Runs: the result's trailing axes that the operand covers contiguously (a run is copied) or does not
-  // have at all (a run is one value, filled), as the attention bias [B,1,T,T] spread over heads. When a
-  // run is long, the tile is made of runs, each located from its flat position: a few divisions a run
-  // instead of an index walk per element.
-  const bool copies = stride_of_axis[rank - 1] == 1;
-  std::size_t run = 1, inner = rank;
-  for (std::size_t axis = rank; axis-- > 0; inner = axis) {
-    if (b.shape.d[axis] == 1) continue;
-    if (stride_of_axis[axis] != (copies ? run : 0)) break;
-    run *= b.shape.d[axis];
-  }
-  if (run >= 16) {
+  const broadcast_walk w = walk_of(b, operand);
+  if (w.run >= 16) {
     for (std::size_t i = 0; i < n;) {
-      const std::size_t at = first + i, within = at % run;
-      const std::size_t len = std::min(n - i, run - within);
-      std::size_t rest = at / run, source = 0;  // the operand element where this run starts
-      for (std::size_t axis = inner; axis-- > 0;) {
-        source += rest % b.shape.d[axis] * stride_of_axis[axis];
-        rest /= b.shape.d[axis];
-      }
-      if (!copies) fill(i, len, source);
+      const std::size_t at = first + i, within = at % w.run;
+      const std::size_t len = std::min(n - i, w.run - within);
+      const std::size_t source = w.run_source(b, at);
+      if (!w.copies) fill(i, len, source);
       else load_tile(operand.dtype, src + (source + within) * elem, len, dst + i * tile_elem);
       i += len;
     }
     return;
   }
+  const std::size_t rank = b.shape.rank;
+  const auto& stride_of_axis = w.stride_of_axis;
   std::array<std::size_t, ir::max_rank> index{};
   std::size_t rest = first, source = 0;
   for (std::size_t axis = rank; axis-- > 0;) {
@@ -582,7 +613,7 @@ class executor {
         case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
         case ir::prim_kind::broadcast:
           if (form_of(kr, m) == member_form::one_value) one_value_into(node, out);
-          else broadcast_into(kr, node, first, n, out, tile_of);
+          else tile_of[m] = broadcast_into(kr, node, first, n, out, tile_of);
           break;
         case ir::prim_kind::reshape: tile_of[m] = operand_tile(kr, node.operand(0), node.dtype, first, n, out, tile_of); break;
         default: {
@@ -661,7 +692,10 @@ class executor {
     return spare;
   }
 
-  void broadcast_into(const plan::kernel& kr, const ir::node& b, std::size_t first, std::size_t n, void* out, const void** tile_of) const {
+  // Broadcast b's elements [first, first + n): where its tile lies, `out` or a run of its operand read in
+  // place.
+  const void* broadcast_into(const plan::kernel& kr, const ir::node& b, std::size_t first, std::size_t n, void* out,
+                             const void** tile_of) const {
     const int source = b.operand(0);
     const ir::node& operand = nd(source);
     const int m = slot_of(kr, source);
@@ -675,9 +709,12 @@ class executor {
       splat(*lit, b.dtype, n, out);
     } else if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(source)] < 0) {
       broadcast_generated(b, operand, first, n, out);
+    } else if (const void* in_place = broadcast_in_place(b, operand, storage(source), first, n)) {
+      return in_place;
     } else {
       gather_broadcast(b, operand, storage(source), first, n, out);
     }
+    return out;
   }
 
   // A broadcast of an iota that no kernel stores (vmap leaves an iota unbatched under a batched broadcast,
@@ -929,7 +966,7 @@ class executor {
           case ir::prim_kind::broadcast:
             if (form_of(kr, m) == member_form::one_value) one_value_into(node, out);
             else if (form_of(kr, m) == member_form::per_row) tile_of[m] = tile_of[slot_of(kr, node.operand(0))];
-            else broadcast_rows(kr, node, full, first, rows, n, out, tile_of);
+            else tile_of[m] = broadcast_rows(kr, node, full, first, rows, n, out, tile_of);
             break;
           case ir::prim_kind::reduce: {
             const ir::dtype_code in_dtype = nd(node.operand(0)).dtype;
@@ -976,13 +1013,10 @@ class executor {
 
   // A broadcast inside a row kernel over `rows` rows: a member holding one value per row is spread over
   // each row; anything else is gathered (or splat) like in a loop.
-  void broadcast_rows(const plan::kernel& kr, const ir::node& b, bool full, std::size_t first, std::size_t rows,
-                      std::size_t n, void* out, const void** tile_of) const {
+  const void* broadcast_rows(const plan::kernel& kr, const ir::node& b, bool full, std::size_t first, std::size_t rows,
+                             std::size_t n, void* out, const void** tile_of) const {
     const int m = slot_of(kr, b.operand(0));
-    if (m < 0) {
-      broadcast_into(kr, b, first, n, out, tile_of);
-      return;
-    }
+    if (m < 0) return broadcast_into(kr, b, first, n, out, tile_of);
     const std::size_t inner = full ? kr.inner : 1;  // one value per row to a row, or to one per row
     if (tile_bytes(b.dtype) == 1) {
       const auto* src = static_cast<const unsigned char*>(tile_of[m]);
@@ -991,6 +1025,7 @@ class executor {
       const auto* src = static_cast<const std::uint32_t*>(tile_of[m]);
       for (std::size_t r = 0; r < rows; ++r) std::fill_n(static_cast<std::uint32_t*>(out) + r * inner, inner, src[r]);
     }
+    return out;
   }
 
   // A reduction over leading axes: each thread owns a range of outputs and walks every reduced row.
