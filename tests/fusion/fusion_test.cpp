@@ -1,6 +1,7 @@
 // Fusion, proved by counting kernels and buffers in the compile-time plan, and checked by value.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -240,6 +241,59 @@ TEST(Fusion, BroadcastOfAnIotaReadsItsValues) {
   const auto h = [](auto x) { return x + tessel::broadcast_in_dim<shape<5, 3>, 0>(tessel::broadcasted_iota<std::int32_t, shape<5>, 0>(x)); };
   const auto w = jit(h)(tensor<std::int32_t, shape<5, 3>>{});
   for (std::size_t i = 0; i < w.size; ++i) EXPECT_EQ(w[i], static_cast<std::int32_t>(i / 3)) << i;
+}
+
+// Pads that a loop reads are computed in it, a tile at a time: the transpose of slicing q, k and v out of
+// one [B, T, 3D] projection is three pads summed, one pass and no [B, T, 3D] buffer per pad. Tiles of 1024
+// straddle rows of 120 and 37; the second sum crops (negative lo), pads outer axes and spreads with
+// interior padding, from a padding value given at run time.
+TEST(Fusion, PadsSummedInALoopAreComputedInIt) {
+  using tessel::pad_axis;
+  const auto f = [](auto q, auto k, auto v) {
+    return tessel::pad<std::array{pad_axis{}, pad_axis{}, pad_axis{0, 80, 0}}>(q, 0.0f) +
+           tessel::pad<std::array{pad_axis{}, pad_axis{}, pad_axis{40, 40, 0}}>(k, 0.0f) * 2.0f +
+           tessel::pad<std::array{pad_axis{}, pad_axis{}, pad_axis{80, 0, 0}}>(v, 0.0f);
+  };
+  const auto q = random_tensor<float, shape<5, 33, 40>>(7), k = random_tensor<float, shape<5, 33, 40>>(8),
+             v = random_tensor<float, shape<5, 33, 40>>(9);
+  constexpr auto& p = plan_of(f, q, k, v);
+  static_assert(p.kernel_count == 1 && p.kernels[0].kind == tessel::plan::kernel_kind::loop && p.arena_bytes == 0,
+                "one loop, no pad stored");
+  const auto y = jit(f)(q, k, v);
+  for (std::size_t b = 0; b < 5; ++b)
+    for (std::size_t t = 0; t < 33; ++t)
+      for (std::size_t c = 0; c < 120; ++c) {
+        const std::size_t j = c % 40;
+        const float want = c < 40 ? q(b, t, j) : c < 80 ? k(b, t, j) * 2.0f : v(b, t, j);
+        ASSERT_EQ(y(b, t, c), want) << b << " " << t << " " << c;
+      }
+
+  const auto g = [](auto x, auto fill, auto z) {
+    return tessel::pad<std::array{pad_axis{2, 1, 1}, pad_axis{-3, 2, 0}, pad_axis{1, 0, 2}}>(x, fill) + z;
+  };
+  const auto x = random_tensor<float, shape<4, 9, 13>>(10);
+  const tensor<float, shape<>> fill{-0.5f};
+  const auto z = random_tensor<float, shape<10, 8, 38>>(11);  // 2 + 4 + 3 + 1, -3 + 9 + 2, 1 + 13 + 24
+  constexpr auto& pg = plan_of(g, x, fill, z);
+  static_assert(pg.kernel_count == 1 && pg.kernels[0].kind == tessel::plan::kernel_kind::loop);
+  const auto w = jit(g)(x, fill, z);
+  for (std::size_t i = 0; i < 10; ++i)
+    for (std::size_t r = 0; r < 8; ++r)
+      for (std::size_t c = 0; c < 38; ++c) {
+        const bool in_i = i >= 2 && (i - 2) % 2 == 0 && (i - 2) / 2 < 4, in_c = c >= 1 && (c - 1) % 3 == 0;
+        const bool in_r = r + 3 < 9;
+        const float padded = in_i && in_r && in_c ? x((i - 2) / 2, r + 3, (c - 1) / 3) : -0.5f;
+        ASSERT_EQ(w(i, r, c), padded + z(i, r, c)) << i << " " << r << " " << c;
+      }
+
+  // A pad reads its operand at other elements than the loop writes, so a donated operand's buffer is not
+  // the result's: a shift by one over 5000 elements (five tiles, on every thread) reads only the input.
+  const auto shift = [](auto u) { return tessel::pad<std::array{pad_axis{-1, 1, 0}}>(u, 0.0f) + u; };
+  auto u = random_tensor<float, shape<5000>>(12);
+  const auto before = u;
+  static_assert(!plan_of(shift, u).kernels[0].uniform);
+  const auto shifted = jit(shift)(tessel::donate(u));
+  for (std::size_t i = 0; i < 5000; ++i) ASSERT_EQ(shifted[i], (i + 1 < 5000 ? before[i + 1] : 0.0f) + before[i]) << i;
 }
 
 TEST(Fusion, ArenaReusesDeadBuffers) {

@@ -42,7 +42,8 @@ struct kernel {
   std::size_t outer = 1;   // row and column kernels: outer iterations and elements per row
   std::size_t inner = 1;
   ir::dims row_shape{};    // row kernels: the full (outer ++ inner) shape; column: the reduced operand's shape
-  bool uniform = true;     // loop kernels: every member has the root's shape (not only its size)
+  bool uniform = true;     // loop kernels: every member has the root's shape (not only its size) and reads
+                           // its operands at the element it computes (no pad)
   int region = -1;         // the region whose kernel range holds this kernel (-1: the program's own)
   int construct = -1;      // control kernels: the construct they run
 };
@@ -86,6 +87,10 @@ namespace detail {
 
 // checkpoint's and custom_vjp's marker (prim/remat.hpp, transform/custom_vjp.hpp): the identity on operand 0.
 constexpr bool is_call_result(const ir::node& n) { return n.prim->name == "checkpoint" || n.prim->name == "custom_vjp_call"; }
+
+// lax.pad, which a loop computes a tile at a time, reading its operand where it is stored (the executor's
+// gather_pad): the transpose of a slice, as q, k and v's cotangents padded back to [B, T, 3D] and summed.
+constexpr bool is_pad(const ir::node& n) { return n.prim->name == "pad"; }
 
 constexpr bool is_trailing_split(const ir::dims& full, const ir::dims& outer) {
   if (outer.rank > full.rank) return false;
@@ -197,6 +202,8 @@ struct builder {
         return false;
       case ir::prim_kind::reshape:
         return (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) && size == nd(k.root).shape.size();
+      case ir::prim_kind::layout:
+        return is_pad(n) && k.kind == kernel_kind::loop && n.shape == nd(k.root).shape;
       case ir::prim_kind::reduce: {
         if (n.prim->reduce_row == nullptr) return false;
         const ir::node& operand = nd(n.operand(0));
@@ -333,16 +340,19 @@ struct builder {
       }
       out.kernel_of[ii] = k;
       kernel& kr = out.kernels[static_cast<std::size_t>(k)];
-      if (!(n.shape == nd(kr.root).shape)) kr.uniform = false;
+      if (!(n.shape == nd(kr.root).shape) || kind == ir::prim_kind::layout) kr.uniform = false;
       ++kr.member_count;  // provisional count; members are laid out after the sweep
       // Tell the operands which kernel consumes them.
       for (std::size_t a = 0; a < n.arity; ++a) {
         auto& c = common_kernel[static_cast<std::size_t>(n.operands[a])];
         c = (c == -1 || c == k) && region_of[static_cast<std::size_t>(n.operands[a])] == region_of[ii] ? k : -2;
       }
-      // Kernels that compute whole buffers need materialised operands.
-      if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot)
+      // Kernels that compute whole buffers need materialised operands, and so does a pad a loop computes
+      // (but for a literal padding value, which the loop splats).
+      const bool loop_pad = kind == ir::prim_kind::layout && kr.kind != kernel_kind::layout;
+      if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot || loop_pad)
         for (std::size_t a = 0; a < n.arity; ++a) {
+          if (loop_pad && a == 1 && nd(n.operands[a]).prim->kind == ir::prim_kind::literal) continue;
           common_kernel[static_cast<std::size_t>(n.operands[a])] = -2;
           whole_buffer_operand[static_cast<std::size_t>(n.operands[a])] = true;
         }

@@ -517,6 +517,60 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
   }
 }
 
+// Elements [first, first + n) of pad node p (lax.pad: lo, then interior per axis in attr; a negative lo
+// crops) into a tile, its operand read from `storage` and the padding value `fill_bits` as a tile holds
+// it. Runs along the last axis: outside the operand's box a run is the padding value; inside, the
+// operand's row is copied (no interior padding) or placed every step elements.
+inline void gather_pad(const ir::node& p, const ir::node& operand, const void* storage, std::uint32_t fill_bits, std::size_t first,
+                       std::size_t n, void* tile) {
+  const std::size_t rank = p.shape.rank, width = tile_bytes(p.dtype), elem = ir::bytes_of(operand.dtype);
+  auto* dst = static_cast<unsigned char*>(tile);
+  const auto* src = static_cast<const unsigned char*>(storage);
+  auto fill = [&](std::size_t i, std::size_t count) {
+    if (width == 1) std::memset(dst + i, static_cast<int>(fill_bits & 0xFFu), count);
+    else std::fill_n(reinterpret_cast<std::uint32_t*>(dst + i * 4), count, fill_bits);
+  };
+  if (rank == 0) {
+    load_tile(operand.dtype, src, n, dst);
+    return;
+  }
+  const std::size_t row = p.shape.d[rank - 1];
+  const auto lo_last = static_cast<std::ptrdiff_t>(p.attr.ints[rank - 1]);
+  const auto step_last = static_cast<std::ptrdiff_t>(p.attr.ints[2 * rank - 1]) + 1;
+  const auto size_last = static_cast<std::ptrdiff_t>(operand.shape.d[rank - 1]);
+  for (std::size_t i = 0; i < n;) {
+    const std::size_t at = first + i, col = at % row, len = std::min(n - i, row - col);
+    // The operand row this result row reads, if its outer indices land on operand elements.
+    std::size_t rest = at / row, source = 0, stride = static_cast<std::size_t>(size_last);
+    bool inside = true;
+    for (std::size_t a = rank - 1; a-- > 0;) {
+      const auto index = static_cast<std::ptrdiff_t>(rest % p.shape.d[a]);
+      rest /= p.shape.d[a];
+      const std::ptrdiff_t j = index - static_cast<std::ptrdiff_t>(p.attr.ints[a]), step = static_cast<std::ptrdiff_t>(p.attr.ints[rank + a]) + 1;
+      if (j < 0 || j % step != 0 || j / step >= static_cast<std::ptrdiff_t>(operand.shape.d[a])) inside = false;
+      else source += static_cast<std::size_t>(j / step) * stride;
+      stride *= operand.shape.d[a];
+    }
+    if (!inside) {
+      fill(i, len);
+    } else if (step_last == 1) {  // [col, col + len) = padding, then operand elements [begin, end), then padding
+      const std::ptrdiff_t c0 = static_cast<std::ptrdiff_t>(col), c1 = c0 + static_cast<std::ptrdiff_t>(len);
+      const std::ptrdiff_t begin = std::clamp<std::ptrdiff_t>(lo_last, c0, c1), end = std::clamp<std::ptrdiff_t>(lo_last + size_last, begin, c1);
+      fill(i, static_cast<std::size_t>(begin - c0));
+      load_tile(operand.dtype, src + (source + static_cast<std::size_t>(begin - lo_last)) * elem, static_cast<std::size_t>(end - begin),
+                dst + (i + static_cast<std::size_t>(begin - c0)) * width);
+      fill(i + static_cast<std::size_t>(end - c0), static_cast<std::size_t>(c1 - end));
+    } else {
+      for (std::size_t c = 0; c < len; ++c) {
+        const std::ptrdiff_t j = static_cast<std::ptrdiff_t>(col + c) - lo_last;
+        if (j < 0 || j % step_last != 0 || j / step_last >= size_last) fill(i + c, 1);
+        else load_tile(operand.dtype, src + (source + static_cast<std::size_t>(j / step_last)) * elem, 1, dst + (i + c) * width);
+      }
+    }
+    i += len;
+  }
+}
+
 class executor {
  public:
   executor(const plan::plan_view& p, const void* const* parameters, void* const* outputs)
@@ -616,6 +670,7 @@ class executor {
           else tile_of[m] = broadcast_into(kr, node, first, n, out, tile_of);
           break;
         case ir::prim_kind::reshape: tile_of[m] = operand_tile(kr, node.operand(0), node.dtype, first, n, out, tile_of); break;
+        case ir::prim_kind::layout: pad_into(node, first, n, out); break;
         default: {
           // The root, last of the members and stored as its tile holds it (not bf16), is evaluated
           // straight into its storage: no copy of the tile afterwards (store_root sees it there).
@@ -659,6 +714,14 @@ class executor {
   }
 
   member_form form_of(const plan::kernel& kr, int m) const { return form_[kr.first_member + m]; }
+
+  // A pad member (the only layout primitive a loop or row kernel takes: plan.hpp's is_pad) on [first, first + n).
+  void pad_into(const ir::node& pad, std::size_t first, std::size_t n, void* out) const {
+    std::uint32_t fill_bits = 0;
+    if (const ir::node* lit = literal_behind(p_, pad.operand(1))) splat(*lit, pad.dtype, 1, &fill_bits);
+    else load_tile(pad.dtype, storage(pad.operand(1)), 1, &fill_bits);
+    gather_pad(pad, nd(pad.operand(0)), storage(pad.operand(0)), fill_bits, first, n, out);
+  }
 
   // The one value of a one_value broadcast: its literal's, or its one-element operand's, as a tile holds it.
   void one_value_into(const ir::node& b, void* out) const {
@@ -963,6 +1026,7 @@ class executor {
         unsigned char* spare = tiles;  // the spare tiles, before the members'
         switch (node.prim->kind) {
           case ir::prim_kind::generator: node.prim->generate(node, first, n, out); break;
+          case ir::prim_kind::layout: pad_into(node, first, n, out); break;
           case ir::prim_kind::broadcast:
             if (form_of(kr, m) == member_form::one_value) one_value_into(node, out);
             else if (form_of(kr, m) == member_form::per_row) tile_of[m] = tile_of[slot_of(kr, node.operand(0))];
