@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "reference.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/dump.hpp"
 #include "tessel/jit.hpp"
 #include "tessel/kernels/thread_pool.hpp"
+#include "tessel/transform/scan.hpp"
 
 namespace {
 using tessel::jit;
@@ -294,6 +297,41 @@ TEST(Fusion, PadsSummedInALoopAreComputedInIt) {
   static_assert(!plan_of(shift, u).kernels[0].uniform);
   const auto shifted = jit(shift)(tessel::donate(u));
   for (std::size_t i = 0; i < 5000; ++i) ASSERT_EQ(shifted[i], (i + 1 < 5000 ? before[i + 1] : 0.0f) + before[i]) << i;
+}
+
+// A broadcast defined outside a loop body and read inside it (an attention bias over heads, an invariant of
+// the scan over layers) is gathered from its operand by each step's kernels, not stored whole once.
+TEST(Fusion, ABroadcastReadInALoopBodyIsGatheredNotStored) {
+  const auto f = [](auto x, auto bias, auto ws) {
+    auto [h, unused] = tessel::scan([&](auto carry, auto w) { return std::tuple{tessel::softmax(carry * w + bias), std::tuple<>{}}; }, x, ws);
+    return h;
+  };
+  const auto x = random_tensor<float, shape<3, 4, 40, 40>>(13);
+  const auto bias = random_tensor<float, shape<3, 1, 40, 40>>(14);
+  const auto ws = random_tensor<float, shape<5>>(15);
+  constexpr auto& p = plan_of(f, x, bias, ws);
+  constexpr bool stored = [] {
+    for (std::size_t i = 0; i < p.program.nodes.size(); ++i)
+      if (p.program.nodes[i].prim->kind == tessel::ir::prim_kind::broadcast && p.program.nodes[i].shape.size() == 3 * 4 * 40 * 40 && p.materialized[i])
+        return true;
+    return false;
+  }();
+  static_assert(!stored, "the bias spread over heads has no buffer");
+  const auto y = jit(f)(x, bias, ws);
+  std::vector<double> h(x.size);
+  for (std::size_t i = 0; i < x.size; ++i) h[i] = x[i];
+  for (std::size_t l = 0; l < 5; ++l)
+    for (std::size_t row = 0; row < 3 * 4 * 40; ++row) {
+      double z[40], most = -INFINITY, sum = 0;
+      for (std::size_t j = 0; j < 40; ++j) {
+        const std::size_t b = row / 160, i = row % 40;
+        z[j] = h[row * 40 + j] * ws[l] + bias[(b * 40 + i) * 40 + j];
+        most = std::max(most, z[j]);
+      }
+      for (double& v : z) sum += v = std::exp(v - most);
+      for (std::size_t j = 0; j < 40; ++j) h[row * 40 + j] = z[j] / sum;
+    }
+  for (std::size_t i = 0; i < x.size; ++i) ASSERT_NEAR(y[i], h[i], 1e-5) << i;
 }
 
 TEST(Fusion, ArenaReusesDeadBuffers) {

@@ -83,6 +83,14 @@ constexpr bool is_inline_constant(const ir::program<N, O>& p, int id) {
   return n.prim->kind == ir::prim_kind::broadcast && p.nodes[static_cast<std::size_t>(n.operands[0])].prim->kind == ir::prim_kind::literal;
 }
 
+// A broadcast that no kernel computes and that is not a literal's: its readers, all elementwise, gather
+// it from its operand's buffer (the executor's outside_tile), as they would a broadcast among their
+// members, instead of reading it stored whole. The attention bias [B, 1, T, T], an invariant of the scan
+// over layers, is spread over heads so.
+constexpr bool is_broadcast_view(const ir::node& n, int kernel, const ir::node& operand) {
+  return n.prim->kind == ir::prim_kind::broadcast && kernel < 0 && operand.prim->kind != ir::prim_kind::literal;
+}
+
 namespace detail {
 
 // checkpoint's and custom_vjp's marker (prim/remat.hpp, transform/custom_vjp.hpp): the identity on operand 0.
@@ -121,6 +129,7 @@ struct builder {
   std::array<int, N> common_kernel{};  // the kernel all users are in, -1 none yet, -2 several
   std::array<bool, N> is_output{};
   std::array<bool, N> whole_buffer_operand{};  // read by a kernel that needs a real buffer (layout, GEMM, ...)
+  std::array<bool, N> read_elementwise{};      // every live reader is an elementwise node
   std::array<int, N> region_of{};              // the innermost region whose parameters a node depends on, or -1
   std::array<bool, ir::max_constructs> construct_live{};
 
@@ -256,6 +265,12 @@ struct builder {
       if (n.prim->kind == ir::prim_kind::control) use_construct(static_cast<int>(i));
       for (std::size_t a = 0; a < n.arity; ++a) ++user_count[static_cast<std::size_t>(n.operands[a])];
     }
+    for (std::size_t i = 0; i < N; ++i) read_elementwise[i] = true;
+    for (std::size_t i = 0; i < N; ++i) {
+      const ir::node& n = p.nodes[i];
+      if (live[i] && n.prim->kind != ir::prim_kind::elementwise)
+        for (std::size_t a = 0; a < n.arity; ++a) read_elementwise[static_cast<std::size_t>(n.operands[a])] = false;
+    }
 
     // Members are collected per kernel in reverse; kernels are numbered as created and renumbered below.
 
@@ -293,6 +308,14 @@ struct builder {
       int k = -1;
       if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
         k = common_kernel[ii];
+      // A broadcast that no loop takes in, read by elementwise work only (in several kernels, or in a loop
+      // body while defined outside it), is gathered by each reader from its operand (is_broadcast_view).
+      if (k < 0 && kind == ir::prim_kind::broadcast && !is_output[ii] && !whole_buffer_operand[ii] && read_elementwise[ii] &&
+          n.shape.size() > nd(n.operand(0)).shape.size()) {
+        common_kernel[static_cast<std::size_t>(n.operand(0))] = -2;
+        whole_buffer_operand[static_cast<std::size_t>(n.operand(0))] = true;
+        continue;
+      }
       // A reshape, or a call's result (checkpoint, custom_vjp: the identity on the function's result), that no
       // loop takes in is its operand's bytes (through reshapes and calls): a parameter's, or in the same region
       // (an alias's readers extend its operand's life, which is only sound within one region) those of a kernel
@@ -477,6 +500,12 @@ struct builder {
           if (out.kernel_of[operand] != k) read(n.operands[a], read_until(k, kr.region, n.operands[a]));
         }
       }
+    }
+    for (std::size_t i = N; i-- > 0;) {  // a broadcast view's readers read its operand
+      const ir::node& n = p.nodes[i];
+      if (live[i] && n.prim->kind == ir::prim_kind::broadcast && is_broadcast_view(n, out.kernel_of[i], nd(n.operands[0])) &&
+          out.last_reader[i] >= 0)
+        read(n.operands[0], out.last_reader[i]);
     }
     for (std::size_t i = 0; i < N; ++i)  // an alias's readers read its operand
       if (out.alias_of[i] >= 0) read(out.alias_of[i], out.last_reader[i]);

@@ -278,7 +278,7 @@ inline void streamed_values(const plan::plan_view& p, const plan::kernel& kr, st
     for (std::size_t a = 0; a < n.arity; ++a) {
       const int id = n.operand(a);
       const ir::node& o = p.node(id);
-      const bool stored = member_index(p, kr, id) < 0 && literal_behind(p, id) == nullptr && o.prim->kind != ir::prim_kind::generator;
+      const bool stored = member_index(p, kr, id) < 0 && p.materialized[static_cast<std::size_t>(id)];
       if (stored && o.shape.size() == size && std::find(out.begin() + first, out.end(), id) == out.end())
         out.push_back(id);
     }
@@ -747,6 +747,12 @@ class executor {
     }
     if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(id)] < 0) {
       operand.prim->generate(operand, first, n, spare);
+      return spare;
+    }
+    if (plan::is_broadcast_view(operand, p_.kernel_of[static_cast<std::size_t>(id)], nd(operand.operand(0)))) {
+      const ir::node& source = nd(operand.operand(0));
+      if (const void* in_place = broadcast_in_place(operand, source, storage(operand.operand(0)), first, n)) return in_place;
+      gather_broadcast(operand, source, storage(operand.operand(0)), first, n, spare);
       return spare;
     }
     const auto* base = static_cast<const unsigned char*>(storage(id));
