@@ -749,12 +749,9 @@ class executor {
       operand.prim->generate(operand, first, n, spare);
       return spare;
     }
-    if (plan::is_broadcast_view(operand, p_.kernel_of[static_cast<std::size_t>(id)], nd(operand.operand(0)))) {
-      const ir::node& source = nd(operand.operand(0));
-      if (const void* in_place = broadcast_in_place(operand, source, storage(operand.operand(0)), first, n)) return in_place;
-      gather_broadcast(operand, source, storage(operand.operand(0)), first, n, spare);
-      return spare;
-    }
+    if (operand.prim->kind == ir::prim_kind::broadcast &&
+        plan::is_broadcast_view(operand, p_.kernel_of[static_cast<std::size_t>(id)], nd(operand.operand(0))))
+      return stored_broadcast(operand, first, n, spare);
     const auto* base = static_cast<const unsigned char*>(storage(id));
     if (operand.dtype != ir::dtype_code::bf16) return base + first * ir::bytes_of(operand.dtype);
     load_tile(operand.dtype, base + first * 2, n, spare);
@@ -778,11 +775,19 @@ class executor {
       splat(*lit, b.dtype, n, out);
     } else if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(source)] < 0) {
       broadcast_generated(b, operand, first, n, out);
-    } else if (const void* in_place = broadcast_in_place(b, operand, storage(source), first, n)) {
-      return in_place;
     } else {
-      gather_broadcast(b, operand, storage(source), first, n, out);
+      return stored_broadcast(b, first, n, out);
     }
+    return out;
+  }
+
+  // Broadcast b's elements [first, first + n) from its stored operand: the run they are read in place where
+  // they are one, else gathered into `out`.
+  const void* stored_broadcast(const ir::node& b, std::size_t first, std::size_t n, void* out) const {
+    const ir::node& operand = nd(b.operand(0));
+    const void* from = storage(b.operand(0));
+    if (const void* in_place = broadcast_in_place(b, operand, from, first, n)) return in_place;
+    gather_broadcast(b, operand, from, first, n, out);
     return out;
   }
 
