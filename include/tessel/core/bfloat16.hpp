@@ -14,6 +14,7 @@ namespace tessel {
 
 class bfloat16 {
  public:
+  // Left unset, as a float is (bfloat16{} is zero): fresh storage for results is not written twice.
   constexpr bfloat16() = default;
   constexpr explicit bfloat16(float value) : bits_(round_to_bits(value)) {}
 
@@ -35,7 +36,7 @@ class bfloat16 {
   friend constexpr bool operator==(bfloat16 a, bfloat16 b) { return float(a) == float(b); }
 
  private:
-  std::uint16_t bits_ = 0;
+  std::uint16_t bits_;
 };
 
 }  // namespace tessel
