@@ -274,32 +274,40 @@ TEST(HwyGemm, PackedBIsTheBlockedKernelBitForBit) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-// An f32 A whose block of columns feeds few panels of B (hwy_gemm-inl.hpp, blocking::a_in_place_panels:
-// 8) is read where it is instead of packed: the same FMAs in the same order, so the result is the packed
-// path's bit for bit. Blocks of one panel read A in place (rows of A and A^T; the last 5 rows, short of a
-// register block, packed); one block of all 24 packs it. The operands' NaN padding must not be read.
+// An A whose block of columns feeds few panels of B (hwy_gemm-inl.hpp, blocking::a_in_place_panels: 8) is
+// read where it is instead of packed: the same products in the same order, so the result is the packed
+// path's bit for bit. Blocks of one panel read A in place (f32: rows of A and A^T; bf16 with vdpbf16ps:
+// rows of A, whose stride here is odd, so pairs lie 2 bytes from a 4-byte boundary; the last 5 rows,
+// short of a register block, packed); one block of all 24 packs it. K of 301 in blocks of 100 ends with
+// an odd block, which vdpbf16ps packs (its last pair would read past the row). The operands' NaN padding
+// must not be read.
 TEST(HwyGemm, AReadInPlaceIsPackedABitForBit) {
   static scratch_buffer scratch;
   const gemm_blocking own = blocking_of();
-  const std::size_t m = 3 * own.mr + 5, n = 24 * own.nr, k = 300;
+  const std::size_t m = 3 * own.mr + 5, n = 24 * own.nr, k = 301;
   ASSERT_GE(own.nc, n);
+  const bf16_products before = hwy_gemm_set_bf16_products(bf16_products::dpbf16);
   std::mt19937 gen(11);
-  const operand b = make_operand(k, n, dtype::f32, layout::row_major, gen);
-  for (layout l : {layout::row_major, layout::transposed}) {
-    const operand a = make_operand(m, k, dtype::f32, l, gen);
-    gemm_blocking in_place = own, packed = own;
-    in_place.nc = own.nr;
-    packed.nc = n;
-    in_place.kc = packed.kc = 100;
-    for (std::size_t m0 : {std::size_t{0}, std::size_t{7}}) {
-      std::vector<float> x((m - m0) * n), y((m - m0) * n);
-      select_blocked_gemm()(a.view, b.view, m0, m, n, k, x.data(), n, scratch.p, in_place);
-      select_blocked_gemm()(a.view, b.view, m0, m, n, k, y.data(), n, scratch.p, packed);
-      for (std::size_t i = 0; i < x.size(); ++i)
-        ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float))) << (l == layout::row_major ? "A" : "A^T") << ", m0 " << m0
-                                                              << ", C(" << m0 + i / n << "," << i % n << ") " << x[i] << " against " << y[i];
+  for (dtype t : {dtype::f32, dtype::bf16}) {
+    const operand b = make_operand(k, n, t, layout::row_major, gen);
+    for (layout l : {layout::row_major, layout::transposed}) {
+      const operand a = make_operand(m, k, t, l, gen);
+      gemm_blocking in_place = own, packed = own;
+      in_place.nc = own.nr;
+      packed.nc = n;
+      in_place.kc = packed.kc = 100;
+      for (std::size_t m0 : {std::size_t{0}, std::size_t{7}}) {
+        std::vector<float> x((m - m0) * n), y((m - m0) * n);
+        select_blocked_gemm()(a.view, b.view, m0, m, n, k, x.data(), n, scratch.p, in_place);
+        select_blocked_gemm()(a.view, b.view, m0, m, n, k, y.data(), n, scratch.p, packed);
+        for (std::size_t i = 0; i < x.size(); ++i)
+          ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float)))
+              << (t == dtype::bf16 ? "bf16 " : "f32 ") << (l == layout::row_major ? "A" : "A^T") << ", m0 " << m0 << ", C("
+              << m0 + i / n << "," << i % n << ") " << x[i] << " against " << y[i];
+      }
     }
   }
+  hwy_gemm_set_bf16_products(before);
 }
 
 TEST(HwyGemm, PackingOutsideTheLayoutIsRefused) {

@@ -508,23 +508,30 @@ inline void pack_a_pairs(const matrix_view& a, std::size_t m0, std::size_t mc, s
   }
 }
 
-// The register block of micro_kernel_f32 with vdpbf16ps (Rows of the packed panel's MR, as there). Its
+// The register block of micro_kernel_f32 with vdpbf16ps (Rows of the packed panel's MR, as there). A's
+// pairs are packed (pack_a_pairs: pair (r, p) at a + 4 (p MR + r) bytes) or, InPlace, read where they lie
+// in a row-major bf16 A (pair (r, p) at a + 4 p + 2 r a_row bytes, MR whole rows, an even K block). Its
 // own target attribute adds AVX512_BF16 to this Highway target's; the caller checks CPUID first.
-template <std::size_t Rows = blocking::mr>
+template <std::size_t Rows = blocking::mr, bool InPlace = false>
 __attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_dpbf16(
-    std::size_t kp, const std::uint32_t* HWY_RESTRICT a, const std::uint32_t* HWY_RESTRICT b, float* c,
-    std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge) {
+    std::size_t kp, const void* a, const std::uint32_t* HWY_RESTRICT b, float* c, std::size_t ldc, std::size_t rows,
+    std::size_t cols, bool first, float* edge, std::size_t a_row = 0) {
   constexpr std::size_t mr = Rows, nr = blocking::nr;
   static_assert(nr == 32, "one 512-bit vector holds 16 pairs");
+  static_assert(!InPlace || Rows == blocking::mr);
+  const std::size_t pair_step = InPlace ? 4 : blocking::mr * 4, row_step = InPlace ? 2 * a_row : 4;
+  const auto* HWY_RESTRICT pairs = static_cast<const unsigned char*>(a);
   __m512 acc0[mr], acc1[mr];
   for (std::size_t r = 0; r < mr; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (std::size_t p = 0; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * nr);
     const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * nr + 16);
-    const std::uint32_t* HWY_RESTRICT ap = a + p * blocking::mr;
+    const unsigned char* HWY_RESTRICT ap = pairs + p * pair_step;
     if (p < rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + p * ldc, 16, nr);
     for (std::size_t r = 0; r < mr; ++r) {
-      __m512i av = _mm512_set1_epi32(static_cast<int>(ap[r]));
+      std::uint32_t pair;
+      std::memcpy(&pair, ap + r * row_step, 4);  // in place: two bf16 of a row, 2-byte aligned
+      __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
 #if HWY_COMPILER_CLANG
       // clang 16 crashes selecting vdpbf16ps with a folded broadcast operand: keep the broadcast apart.
       asm("" : "+v"(av));
@@ -558,6 +565,7 @@ inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::si
   auto* packed_b = reinterpret_cast<std::uint32_t*>(scratch);
   auto* packed_a = reinterpret_cast<std::uint32_t*>(scratch + blocking::kc * blocking::nc);
   float* edge = scratch + blocking::kc * blocking::nc + blocking::mc * blocking::kc;
+  const std::size_t l1_alias = this_machine().l1d_alias_bytes;
   for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
     const std::size_t nc = std::min(nc_max, n - j0);
     for (std::size_t p0 = 0; p0 < k; p0 += k_block) {
@@ -566,15 +574,25 @@ inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::si
           packed != nullptr ? packed + j0 / nr * panel_words + pair_rows_before(p0, k_block) * nr : packed_b;
       const std::size_t stride = packed != nullptr ? panel_words : kp * nr;
       if (packed == nullptr) pack_b_pairs(b, p0, kc, j0, nc, packed_b, stride);
+      // A row-major A is read in place, as in gemm_rows_f32 (a pair is two adjacent bf16 of a row), where
+      // its K block is even (an odd one's last pair would read past the row) and its rows do not all fall
+      // in one L1 set. Packing it pair by pair cost a tenth of 256 x 256 x 256 on two threads.
+      const std::size_t panels = (nc + nr - 1) / nr;
+      const bool in_place = a.col_stride == 1 && kc % 2 == 0 && panels <= blocking::a_in_place_panels &&
+                            a.row_stride * 2 % l1_alias != 0;
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
-        const std::size_t mc = std::min(mc_max, m1 - i0);
-        pack_a_pairs(a, i0, mc, p0, kc, packed_a);
+        const std::size_t mc = std::min(mc_max, m1 - i0), whole = in_place ? mc / mr * mr : 0;
+        if (whole < mc) pack_a_pairs(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kp);
+        const std::uint16_t* a_block = whole > 0 ? bf16_bits(a) + i0 * a.row_stride + p0 : nullptr;
         for (std::size_t j = 0; j < nc; j += nr)
           for (std::size_t i = 0; i < mc; i += mr) {
             const std::uint32_t* panel = packed_a + i * kp;
             float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
             const std::size_t rows = std::min(mr, mc - i), cols = std::min(nr, nc - j);
-            if (rows > mr / 3 * 2)
+            if (i < whole)
+              micro_kernel_dpbf16<mr, true>(kp, a_block + i * a.row_stride, b_block + j / nr * stride, ci, ldc, mr, cols,
+                                            p0 == 0, edge, a.row_stride);
+            else if (rows > mr / 3 * 2)
               micro_kernel_dpbf16(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
             else if (rows > mr / 3)
               micro_kernel_dpbf16<mr / 3 * 2>(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
