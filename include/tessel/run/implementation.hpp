@@ -174,6 +174,11 @@ struct derived_plan {
   std::vector<kernel_grid> grids;
   std::vector<std::uint16_t> tile_slot;  // per member, indexed as plan_view::members (assign_tile_slots)
   std::vector<member_form> form;         // per member, indexed alike (assign_member_forms)
+  // Per member, max_operands each: which member of its kernel operand a is, or -1 (member_index, looked
+  // up once here rather than per operand per tile: a row kernel over rows of 1024 spent a tenth of its
+  // time finding its members' operands).
+  std::vector<std::int16_t> operand_slot;
+  std::vector<std::uint8_t> whole_rows;  // per member of a row kernel: 1 where it holds whole rows, 0 one value per row
   std::vector<int> streamed;             // values loop and row kernels stream from memory (streamed_values)
   std::size_t scratch_bytes = 0;
   std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole
@@ -293,6 +298,15 @@ inline derived_plan derive(const plan::plan_view& p) {
     d.tile_slot.resize(std::max(d.tile_slot.size(), static_cast<std::size_t>(kr.first_member + kr.member_count)));
     d.form.resize(d.tile_slot.size());
     assign_member_forms(p, kr, d.form.data() + kr.first_member);
+    d.operand_slot.resize(d.tile_slot.size() * ir::max_operands, -1);
+    d.whole_rows.resize(d.tile_slot.size());
+    for (int m = 0; m < kr.member_count; ++m) {
+      const auto i = static_cast<std::size_t>(kr.first_member + m);
+      const ir::node& n = p.node(p.members[i]);
+      for (std::size_t a = 0; a < n.arity; ++a)
+        d.operand_slot[i * ir::max_operands + a] = static_cast<std::int16_t>(member_index(p, kr, n.operand(a)));
+      d.whole_rows[i] = kr.kind == plan::kernel_kind::row && n.shape == kr.row_shape;
+    }
     kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
     g.first_stream = d.streamed.size();
     streamed_values(p, kr, d.streamed);
@@ -583,6 +597,8 @@ class executor {
     grids_ = &derived.grids;
     tile_slot_ = derived.tile_slot.data();
     form_ = derived.form.data();
+    operand_slot_ = derived.operand_slot.data();
+    whole_rows_ = derived.whole_rows.data();
     streamed_ = derived.streamed.data();
     pointers_per_thread_ = (p_.max_members * sizeof(const void*) + 63) / 64 * 64;
     scratch_per_thread_ = pointers_per_thread_ + derived.scratch_bytes;
@@ -647,6 +663,10 @@ class executor {
 
   // Which of kernel kr's members node id is (its index into tile_of), or -1.
   int slot_of(const plan::kernel& kr, int id) const { return member_index(p_, kr, id); }
+  // The same for operand a of member m.
+  int operand_slot(const plan::kernel& kr, int m, std::size_t a) const {
+    return operand_slot_[static_cast<std::size_t>(kr.first_member + m) * ir::max_operands + a];
+  }
 
   // Member m's tile among `tiles` (one every `stride` bytes): after the spare tiles, in its slot.
   unsigned char* member_tile(const plan::kernel& kr, int m, unsigned char* tiles, std::size_t stride) const {
@@ -682,7 +702,7 @@ class executor {
           const void* in[ir::max_operands];
           unsigned splats = 0;
           for (std::size_t a = 0; a < node.arity; ++a)
-            in[a] = operand_of(kr, node, a, slot_of(kr, node.operand(a)), first, n, tiles + a * stride, tile_of, splats);
+            in[a] = operand_of(kr, node, a, operand_slot(kr, m, a), first, n, tiles + a * stride, tile_of, splats);
           evaluate(node, in, splats, out, n);
         }
       }
@@ -1024,7 +1044,7 @@ class executor {
       for (int m = 0; m < kr.member_count; ++m) {
         const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
         const ir::node& node = nd(id);
-        const bool full = node.shape == kr.row_shape;  // else one value per row
+        const bool full = whole_rows_[kr.first_member + m] != 0;  // else one value per row
         const std::size_t first = full ? o * inner : o;
         const std::size_t n = full ? rows * inner : rows;
         void* out = member_tile(kr, m, tiles, stride);
@@ -1040,7 +1060,7 @@ class executor {
           case ir::prim_kind::layout: pad_into(node, first, n, out); break;
           case ir::prim_kind::broadcast:
             if (form_of(kr, m) == member_form::one_value) one_value_into(node, out);
-            else if (form_of(kr, m) == member_form::per_row) tile_of[m] = tile_of[slot_of(kr, node.operand(0))];
+            else if (form_of(kr, m) == member_form::per_row) tile_of[m] = tile_of[operand_slot(kr, m, 0)];
             else tile_of[m] = broadcast_rows(kr, node, full, first, rows, n, out, tile_of);
             break;
           case ir::prim_kind::reduce: {
@@ -1057,7 +1077,7 @@ class executor {
             const void* in[ir::max_operands];
             unsigned splats = 0, per_row = 0;
             for (std::size_t a = 0; a < node.arity; ++a) {
-              const int om = slot_of(kr, node.operand(a));
+              const int om = operand_slot(kr, m, a);
               in[a] = operand_of(kr, node, a, om, first, n, spare + a * stride, tile_of, splats);
               if (om >= 0 && form_of(kr, om) == member_form::per_row) per_row |= 1u << a;
             }
@@ -1373,6 +1393,8 @@ class executor {
   const std::vector<kernel_grid>* grids_ = nullptr;
   const std::uint16_t* tile_slot_ = nullptr;  // derived_plan::tile_slot
   const member_form* form_ = nullptr;         // derived_plan::form
+  const std::int16_t* operand_slot_ = nullptr;  // derived_plan::operand_slot
+  const std::uint8_t* whole_rows_ = nullptr;    // derived_plan::whole_rows
   const int* streamed_ = nullptr;             // derived_plan::streamed
   unsigned char* arena_ = nullptr;
   unsigned char* scratch_ = nullptr;
