@@ -47,6 +47,14 @@ class race {
     return t.empty() ? 0 : *std::min_element(t.begin(), t.end());
   }
 
+  // Seconds per call of the contestant's median block (the upper middle one of an even count).
+  double median(std::size_t contestant) const {
+    std::vector<double> t = times_[contestant];
+    if (t.empty()) return 0;
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    return t[t.size() / 2];
+  }
+
   // How many times faster `ours` is than `reference` (reference time / our time).
   double speedup(std::size_t ours, std::size_t reference) const { return best(reference) / best(ours); }
 
