@@ -93,8 +93,8 @@ void bf16_gemm(benchmark::State& state) {
   for (auto _ : state) {
     state.SetIterationTime(r.run(0, ours, reps));
     r.run(1, peer, reps);
-    r.run(2, [&] { tessel_bench::dpbf16_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
-    r.run(3, [&] { tessel_bench::fma_f32_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
+    r.run_settled(2, [&] { tessel_bench::dpbf16_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
+    r.run_settled(3, [&] { tessel_bench::fma_f32_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
   }
   state.SetLabel("onednn: " + peer.implementation);  // the ISA oneDNN chose (AMX would say amx)
   state.counters["GFLOPs"] = flops / r.best(0) / 1e9;

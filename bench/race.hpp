@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include <tessel/kernels/thread_pool.hpp>
@@ -39,6 +40,18 @@ class race {
     const double per_call = dt.count() / reps / units;
     times_[contestant].push_back(per_call);
     return per_call;
+  }
+
+  // run() for a machine limit (a peak loop): first a wait, untimed, for the threads the last contestant
+  // left spinning to sleep (libgomp's workers spin for milliseconds after oneDNN's or libtorch's parallel
+  // region), or they hold a core the loop wants. AMD EPYC, 2 threads: run right after oneDNN, the
+  // vdpbf16ps loop measured 0.65-0.8 of its rate alone, and oneDNN and tessel both ran at "1.2-1.9x the
+  // peak". The implementations themselves race warm, one block right after the other, as a program
+  // calls them; a wait before each of them measured a vCPU woken from idle instead.
+  template <class F>
+  double run_settled(std::size_t contestant, F&& fn, int reps = 1, double units = 1.0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return run(contestant, std::forward<F>(fn), reps, units);
   }
 
   // Seconds per call of the contestant's fastest block.
