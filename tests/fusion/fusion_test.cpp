@@ -246,6 +246,53 @@ TEST(Fusion, BroadcastOfAnIotaReadsItsValues) {
   for (std::size_t i = 0; i < w.size; ++i) EXPECT_EQ(w[i], static_cast<std::int32_t>(i / 3)) << i;
 }
 
+// Results that only one loop reads are computed in that loop and stored from it (plan::stored_member):
+// an Adam-like update of a parameter is one loop reading p, m, v and g once and writing p, m and v, where
+// it was three (the moments stored by two loops and read back by the third). Over five tiles, the
+// values are bit for bit those of each result planned alone. Donated, every result lands in its argument's
+// buffer, written once the tile's members are computed: p's update also reads the old m, which a moment
+// stored as soon as computed would have overwritten.
+constexpr auto adam_moment = [](auto m, auto g) { return m * 0.9f + g * 0.1f; };
+constexpr auto adam_second = [](auto v, auto g) { return v * 0.999f + g * g * 0.001f; };
+constexpr auto adam_param = [](auto p, auto m, auto v, auto g) {
+  return p - adam_moment(m, g) * 0.01f / (tessel::sqrt(adam_second(v, g)) + 1e-8f) + m * 1e-4f;
+};
+
+TEST(Fusion, ResultsOnlyOneLoopReadsAreStoredFromIt) {
+  const auto step = [](auto p, auto m, auto v, auto g) {
+    return std::make_tuple(adam_param(p, m, v, g), adam_moment(m, g), adam_second(v, g));
+  };
+  const auto param = adam_param;
+  const auto moment = adam_moment;
+  const auto second = adam_second;
+  using vec = tensor<float, shape<5000>>;
+  const vec p = random_tensor<float, shape<5000>>(21), m = random_tensor<float, shape<5000>>(22),
+            v = random_tensor<float, shape<5000>>(23, 0.0, 1.0), g = random_tensor<float, shape<5000>>(24);
+  constexpr auto& plan = plan_of(step, p, m, v, g);
+  static_assert(plan.kernel_count == 1 && plan.kernels[0].kind == tessel::plan::kernel_kind::loop &&
+                    plan.kernels[0].stores_members && plan.arena_bytes == 0,
+                "one loop stores the parameter and both moments");
+  const vec want_p = jit(param)(p, m, v, g), want_m = jit(moment)(m, g), want_v = jit(second)(v, g);
+  const auto check = [&](const vec& got_p, const vec& got_m, const vec& got_v) {
+    for (std::size_t i = 0; i < 5000; ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got_p[i]), std::bit_cast<std::uint32_t>(want_p[i])) << "p " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got_m[i]), std::bit_cast<std::uint32_t>(want_m[i])) << "m " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got_v[i]), std::bit_cast<std::uint32_t>(want_v[i])) << "v " << i;
+    }
+  };
+  {
+    const auto [p1, m1, v1] = jit(step)(p, m, v, g);
+    check(p1, m1, v1);
+  }
+  vec pd = p, md = m, vd = v;
+  const float *p_buffer = pd.data(), *m_buffer = md.data(), *v_buffer = vd.data();
+  const auto [p1, m1, v1] = jit(step)(tessel::donate(pd), tessel::donate(md), tessel::donate(vd), g);
+  EXPECT_EQ(p1.data(), p_buffer);
+  EXPECT_EQ(m1.data(), m_buffer);
+  EXPECT_EQ(v1.data(), v_buffer);
+  check(p1, m1, v1);
+}
+
 // Pads that a loop reads are computed in it, a tile at a time: the transpose of slicing q, k and v out of
 // one [B, T, 3D] projection is three pads summed, one pass and no [B, T, 3D] buffer per pad. Tiles of 1024
 // straddle rows of 120 and 37; the second sum crops (negative lo), pads outer axes and spreads with

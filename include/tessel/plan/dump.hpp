@@ -92,8 +92,14 @@ std::string dump(const plan::plan<N, O>& p) {
         bytes += p.bytes(operand);
       }
     }
-    os << "\n  writes: " << buffer_name(p, kr.root) << ":" << type_string(root) << "\n";
-    bytes += p.bytes(kr.root);
+    os << "\n  writes:";
+    for (int m = 0; m < kr.member_count; ++m) {
+      const int id = p.members[static_cast<std::size_t>(kr.first_member + m)];
+      if (id != kr.root && !plan::stored_member(p, kr, id)) continue;
+      os << " " << buffer_name(p, id) << ":" << type_string(p.node(id));
+      bytes += p.bytes(id);
+    }
+    os << "\n";
     os << "  flops: " << flops << "  bytes: " << bytes << "\n";
     total_flops += flops;
     total_bytes += bytes;

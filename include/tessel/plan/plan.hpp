@@ -46,7 +46,17 @@ struct kernel {
                            // its operands at the element it computes (no pad)
   int region = -1;         // the region whose kernel range holds this kernel (-1: the program's own)
   int construct = -1;      // control kernels: the construct they run
+  bool stores_members = false;  // loop kernels: results of the program other than the root are members,
+                                // stored too (stored_member)
 };
+
+// Whether member `id` of kernel kr is stored besides its root: a result of the program that only this
+// loop reads (multi-output fusion, as XLA's): Adam's new moments, computed in the loop that updates the
+// parameter from them, were each a loop of its own that the update read back.
+template <class P>
+constexpr bool stored_member(const P& p, const kernel& kr, int id) {
+  return kr.stores_members && id != kr.root && p.output_index[static_cast<std::size_t>(id)] >= 0;
+}
 
 inline constexpr std::size_t arena_alignment = 64;
 inline constexpr std::size_t row_budget_elements = 16384;  // a row kernel keeps whole rows in L1/L2
@@ -222,7 +232,7 @@ struct builder {
         if (k.kind == kernel_kind::loop) {
           // The loop becomes a row kernel over this reduction's outer indices, if every member so far
           // has the root's shape and that is the reduction's result (logsumexp) or operand (softmax).
-          if (!k.uniform || !(nd(k.root).shape == n.shape || nd(k.root).shape == operand.shape)) return false;
+          if (!k.uniform || k.stores_members || !(nd(k.root).shape == n.shape || nd(k.root).shape == operand.shape)) return false;
           k.kind = kernel_kind::row;
           k.row_shape = operand.shape;
           k.outer = size;
@@ -233,7 +243,7 @@ struct builder {
         return false;
       }
       case ir::prim_kind::contraction:
-        if (k.kind != kernel_kind::loop || !(nd(k.root).shape == n.shape)) return false;
+        if (k.kind != kernel_kind::loop || k.stores_members || !(nd(k.root).shape == n.shape)) return false;
         k.kind = kernel_kind::contraction;
         k.dot = id;
         return true;
@@ -308,6 +318,17 @@ struct builder {
       int k = -1;
       if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
         k = common_kernel[ii];
+      // A result that only one uniform loop reads, elementwise of the loop's shape, is computed in that
+      // loop and stored from it (stored_member): one pass over its operands instead of a loop storing it
+      // and the reader loading it back. The loop then stays a loop (no reduction or product joins it).
+      if (k < 0 && is_output[ii] && common_kernel[ii] >= 0 && kind == ir::prim_kind::elementwise) {
+        kernel& reader = out.kernels[static_cast<std::size_t>(common_kernel[ii])];
+        if (reader.kind == kernel_kind::loop && reader.uniform && n.shape == nd(reader.root).shape) {
+          k = common_kernel[ii];
+          reader.stores_members = true;
+          out.materialized[ii] = true;
+        }
+      }
       // A broadcast that no loop takes in, read by elementwise work only (in several kernels, or in a loop
       // body while defined outside it), is gathered by each reader from its operand (is_broadcast_view).
       if (k < 0 && kind == ir::prim_kind::broadcast && !is_output[ii] && !whole_buffer_operand[ii] && read_elementwise[ii] &&

@@ -47,7 +47,9 @@ constexpr tiling::kernel_description describe_kernel(const P& p, int k) {
   std::array<int, tiling::max_operands> epilogue{};
   std::size_t epilogue_count = 0;
   for (int m = 0; m < kr.member_count; ++m) {
-    const ir::node& n = p.node(p.members[static_cast<std::size_t>(kr.first_member + m)]);
+    const int id = p.members[static_cast<std::size_t>(kr.first_member + m)];
+    const ir::node& n = p.node(id);
+    if (stored_member(p, kr, id)) ++full, ++streams;  // written like the root
     for (std::size_t a = 0; a < n.arity; ++a) {
       const int operand = n.operands[a];
       const auto at = static_cast<std::size_t>(operand);

@@ -212,14 +212,15 @@ inline const ir::node* literal_behind(const plan::plan_view& p, int id) {
 
 // Where kernel kr's members keep their tiles: slot[m] for member m, the number of slots returned. A
 // member holds its slot from its evaluation to that of its last reader (through a reshape, which hands
-// on its operand's tile, to the reshape's last reader; a per_row broadcast alike), the root until it is
-// stored; a freed slot goes to the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
+// on its operand's tile, to the reshape's last reader; a per_row broadcast alike), the root and the
+// other stored members (plan::stored_member) until they are stored; a freed slot goes to the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
 // 32 KiB L1 (AMD EPYC Zen 4), and a fused backward pass's twenty overflow any L1.
 inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, const member_form* form, std::uint16_t* slot) {
   const int count = kr.member_count;
   const int* member = p.members + kr.first_member;
   std::vector<int> last(static_cast<std::size_t>(count));
-  for (int m = 0; m < count; ++m) last[static_cast<std::size_t>(m)] = member[m] == kr.root ? count : m;
+  for (int m = 0; m < count; ++m)
+    last[static_cast<std::size_t>(m)] = member[m] == kr.root || plan::stored_member(p, kr, member[m]) ? count : m;
   for (int j = count; j-- > 0;) {  // readers after their operands: a reshape's last reader is known
     const ir::node& n = p.node(member[j]);
     const bool hands_on = n.prim->kind == ir::prim_kind::reshape || form[j] == member_form::per_row;
@@ -676,7 +677,7 @@ class executor {
   // Computes the members of a loop-shaped kernel on flat range [first, first + n); tile_of[m] receives
   // member m's tile. `given` (optional) supplies the contraction's result for the dot member.
   void eval_members(const plan::kernel& kr, std::size_t first, std::size_t n, unsigned char* tiles, std::size_t stride,
-                    const void** tile_of, const float* given) const {
+                    const void** tile_of, const float* given, std::uint64_t direct = 0) const {
     for (int m = 0; m < kr.member_count; ++m) {
       const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
       const ir::node& node = nd(id);
@@ -693,8 +694,10 @@ class executor {
         case ir::prim_kind::layout: pad_into(node, first, n, out); break;
         default: {
           // The root, last of the members and stored as its tile holds it (not bf16), is evaluated
-          // straight into its storage: no copy of the tile afterwards (store_root sees it there).
-          if (id == kr.root && m + 1 == kr.member_count && node.dtype != ir::dtype_code::bf16) {
+          // straight into its storage: no copy of the tile afterwards (store_root sees it there); so are
+          // the stored members in `direct` (direct_members).
+          if ((id == kr.root && m + 1 == kr.member_count && node.dtype != ir::dtype_code::bf16) ||
+              (m < 64 && (direct >> m & 1u) != 0)) {
             out = static_cast<unsigned char*>(storage(id)) + first * ir::bytes_of(node.dtype);
             tile_of[m] = out;
           }
@@ -846,6 +849,50 @@ class executor {
     if (tile_of[m] != to) store_tile(root.dtype, tile_of[m], n, to);
   }
 
+  // The bytes kernel kr stores: its root's and its other stored members'.
+  std::size_t stored_bytes(const plan::kernel& kr) const {
+    std::size_t bytes = p_.bytes(kr.root);
+    if (kr.stores_members)
+      for (int m = 0; m < kr.member_count; ++m)
+        if (const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)]; plan::stored_member(p_, kr, id)) bytes += p_.bytes(id);
+    return bytes;
+  }
+
+  // The stored members (bit m for member m < 64, f32 or another 4-byte type) that can be computed straight
+  // into their storage: those whose storage no later member reads as an operand from outside the kernel.
+  // A donated parameter's buffer that a result takes is one such operand (Adam's update reading m after
+  // the new m is computed): that result is stored from its tile once the tile is done (store_members).
+  std::uint64_t direct_members(const plan::kernel& kr) const {
+    std::uint64_t direct = 0;
+    for (int m = 0; m < kr.member_count && m < 64; ++m) {
+      const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
+      if (!plan::stored_member(p_, kr, id) || nd(id).dtype == ir::dtype_code::bf16 || nd(id).prim->kind != ir::prim_kind::elementwise)
+        continue;
+      const void* to = storage(id);
+      bool read_later = false;
+      for (int j = m + 1; j < kr.member_count && !read_later; ++j) {
+        const ir::node& later = nd(p_.members[static_cast<std::size_t>(kr.first_member + j)]);
+        for (std::size_t a = 0; a < later.arity; ++a)
+          if (const int o = later.operand(a); operand_slot(kr, j, a) < 0 && p_.materialized[static_cast<std::size_t>(o)] && storage(o) == to)
+            read_later = true;
+      }
+      if (!read_later) direct |= std::uint64_t{1} << m;
+    }
+    return direct;
+  }
+
+  // A loop's stored members besides its root, once every member of the tile is computed: a result
+  // written into a donated parameter's buffer must not change what a later member reads there.
+  void store_members(const plan::kernel& kr, std::size_t first, std::size_t n, const void** tile_of) const {
+    for (int m = 0; m < kr.member_count; ++m) {
+      const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
+      if (!plan::stored_member(p_, kr, id)) continue;
+      const ir::node& node = nd(id);
+      void* to = static_cast<unsigned char*>(storage(id)) + first * ir::bytes_of(node.dtype);
+      if (tile_of[m] != to) store_tile(node.dtype, tile_of[m], n, to);
+    }
+  }
+
   // Each thread's scratch: the member tiles' pointers, then the tiles (and GEMM panels).
   unsigned char* thread_scratch(std::size_t t) const { return scratch_ + t * scratch_per_thread_ + pointers_per_thread_; }
   const void** tile_pointers(std::size_t t) const { return reinterpret_cast<const void**>(scratch_ + t * scratch_per_thread_); }
@@ -947,7 +994,7 @@ class executor {
       const std::int64_t start = steady_ns();
       dispatch(kr, index, pool);
       observe({.kind = plan::name_of(kr.kind), .index = index, .start_ns = start, .end_ns = steady_ns(),
-               .bytes = static_cast<double>(p_.bytes(kr.root)),
+               .bytes = static_cast<double>(stored_bytes(kr)),
                .plan = &p_, .result = result_of(kr)});
       return;
     }
@@ -983,6 +1030,7 @@ class executor {
   };
 
   void run_loop(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
+    const std::uint64_t direct = kr.stores_members ? direct_members(kr) : 0;
     pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* tiles_mem = thread_scratch(t);
       const void** tile_of = tile_pointers(t);
@@ -991,8 +1039,9 @@ class executor {
         for (std::size_t off = 0; off < count; off += tile_elements) {
           const std::size_t n = std::min(tile_elements, count - off);
           prefetch_streams(g, first + off + n, std::min(tile_elements, count - off - n));
-          eval_members(kr, first + off, n, tiles_mem, tile_elements * 4, tile_of, nullptr);
+          eval_members(kr, first + off, n, tiles_mem, tile_elements * 4, tile_of, nullptr, direct);
           store_root(kr, first + off, n, tile_of);
+          if (kr.stores_members) store_members(kr, first + off, n, tile_of);
         }
         report(block, g.blocks);
       }
