@@ -86,6 +86,30 @@ TEST(Contraction, Bf16AccumulatesInF32) {
     }
 }
 
+// A bf16 product with no epilogue is converted from each f32 block of C straight to its storage (run_contraction),
+// one with an epilogue through the epilogue's tiles: over blocks cut at odd rows and columns, and batched, the same
+// bits (times 1 is exact), within one bf16 rounding of the exact sum.
+TEST(Contraction, Bf16BlocksAreConvertedAsTheEpilogueConvertsThem) {
+  const auto check = [](const auto& a, const auto& b) {
+    const auto c = jit([](auto x, auto y) { return tessel::matmul(x, y); })(a, b);
+    const auto e = jit([](auto x, auto y) { return tessel::matmul(x, y) * tessel::bfloat16(1.0f); })(a, b);
+    ASSERT_EQ(c.size, e.size);
+    for (std::size_t i = 0; i < c.size; ++i) ASSERT_EQ(c[i].bits(), e[i].bits()) << i;
+  };
+  const auto a = random_tensor<float, shape<203, 70>>(41).astype<tessel::bfloat16>();
+  const auto b = random_tensor<float, shape<70, 301>>(42).astype<tessel::bfloat16>();
+  check(a, b);
+  const auto c = jit([](auto x, auto y) { return tessel::matmul(x, y); })(a, b);
+  for (std::size_t i = 0; i < 203; i += 17)
+    for (std::size_t j = 0; j < 301; j += 13) {
+      double r = 0;
+      for (std::size_t k = 0; k < 70; ++k) r += static_cast<double>(static_cast<float>(a(i, k))) * static_cast<float>(b(k, j));
+      EXPECT_NEAR(static_cast<float>(c(i, j)), r, std::abs(r) / 128 + 1e-5) << i << " " << j;
+    }
+  check(random_tensor<float, shape<3, 37, 50>>(43).astype<tessel::bfloat16>(),
+        random_tensor<float, shape<3, 50, 29>>(44).astype<tessel::bfloat16>());
+}
+
 TEST(Contraction, EpilogueFusesAndMatchesUnfused) {
   const auto x = random_tensor<float, shape<37, 19>>(38);
   const auto w = random_tensor<float, shape<19, 23>>(39);

@@ -1365,6 +1365,15 @@ class executor {
           report(block, g.blocks);
           continue;
         }
+        // A product with no epilogue stored in another dtype (bf16): its block converted row by row, without
+        // the epilogue's tiles (a tenth of a 256^3 bf16 product on two threads went to them).
+        if (kr.root == kr.dot && kr.member_count == 1) {
+          auto* out = static_cast<unsigned char*>(storage(kr.root));
+          for (std::size_t r = 0; r < m1 - m0; ++r)
+            store_tile(dot.dtype, panel + r * width, width, out + (base + r * d.n) * ir::bytes_of(dot.dtype));
+          report(block, g.blocks);
+          continue;
+        }
         // The epilogue on the block: one flat range when it holds whole rows, else row by row.
         const std::size_t runs = width == d.n ? 1 : m1 - m0, run = width == d.n ? (m1 - m0) * d.n : width;
         for (std::size_t r = 0; r < runs; ++r)
