@@ -213,8 +213,9 @@ inline const ir::node* literal_behind(const plan::plan_view& p, int id) {
 // Where kernel kr's members keep their tiles: slot[m] for member m, the number of slots returned. A
 // member holds its slot from its evaluation to that of its last reader (through a reshape, which hands
 // on its operand's tile, to the reshape's last reader; a per_row broadcast alike), the root and the
-// other stored members (plan::stored_member) until they are stored; a freed slot goes to the next member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a
-// 32 KiB L1 (AMD EPYC Zen 4), and a fused backward pass's twenty overflow any L1.
+// other stored members (plan::stored_member) until they are stored; a freed slot goes to the next
+// member. A member per tile had a softmax's seven 4 KiB tiles and the row they read overflow a 32 KiB L1
+// (AMD EPYC Zen 4), and a fused backward pass's twenty overflow any L1.
 inline std::size_t assign_tile_slots(const plan::plan_view& p, const plan::kernel& kr, const member_form* form, std::uint16_t* slot) {
   const int count = kr.member_count;
   const int* member = p.members + kr.first_member;
@@ -858,8 +859,9 @@ class executor {
     return bytes;
   }
 
-  // The stored members (bit m for member m < 64, f32 or another 4-byte type) that can be computed straight
-  // into their storage: those whose storage no later member reads as an operand from outside the kernel.
+  // The stored members (bit m for member m < 64; not bf16, whose tile holds f32) that can be computed
+  // straight into their storage: those whose storage no later member reads as an operand from outside the
+  // kernel.
   // A donated parameter's buffer that a result takes is one such operand (Adam's update reading m after
   // the new m is computed): that result is stored from its tile once the tile is done (store_members).
   std::uint64_t direct_members(const plan::kernel& kr) const {
