@@ -80,6 +80,22 @@ constexpr block_plan mm_square = plan_blocks(targets::host, tiling::matmul_kerne
 static_assert(mm_square.ok() && mm_square.grid.d[0] * mm_square.grid.d[1] % 2 == 0 && mm_square.blocks[0].block[0] % 12 == 0);
 static_assert(tiling::detail::grid_balance(1, 256, mm_square.blocks[0].block[0], 256, mm_square.blocks[1].block[1], 2) == 1.0);
 
+// A short K under an epilogue that reads operands keeps N whole: in blocks narrower than C the epilogue
+// runs row by row, and a row of 128 x 10 by 10 x 256 costs less to compute than one call of it. With a
+// bias the product is two blocks of whole rows (72 and 56); without one it is cut 2 x 2 for balance.
+constexpr auto short_k = [](bool bias) {
+  tiling::kernel_description k{.name = make_name("short_k"), .kind = tiling::pattern::matmul};
+  k.add(make_dims({128, 10}), dtype_code::f32, index_map::matmul_lhs);
+  k.add(make_dims({10, 256}), dtype_code::f32, index_map::matmul_rhs);
+  k.add(make_dims({128, 256}), dtype_code::f32, index_map::matmul_out);
+  if (bias) k.add(make_dims({256}), dtype_code::f32, index_map::whole);
+  return k;
+};
+constexpr block_plan short_k_bias = plan_blocks(targets::host, short_k(true));
+static_assert(short_k_bias.ok() && short_k_bias.grid == make_dims({2, 1, 1}) && short_k_bias.blocks[2].block == make_dims({72, 256}));
+constexpr block_plan short_k_alone = plan_blocks(targets::host, short_k(false));
+static_assert(short_k_alone.ok() && short_k_alone.grid == make_dims({2, 2, 1}));
+
 // A small VMEM shrinks the blocks but keeps them MXU-aligned.
 constexpr tessel::target small_v5e = [] {
   tessel::target t = targets::tpu_v5e;
