@@ -103,10 +103,30 @@ constexpr bool reads_only_its_rows(const Plan& plan, const plan::kernel& k, int 
   return true;
 }
 
+// Whether contraction kernel k reads node id only in its epilogue, elementwise at the element it writes
+// (k uniform): each block then reads id only where it writes, and the product never reads it (nor a view
+// of it), so k may write its result over id (Adam's update fused into its gradient's product).
+template <class Plan>
+constexpr bool epilogue_reads_in_place(const Plan& plan, const plan::kernel& k, int id) {
+  if (!k.uniform) return false;
+  for (int m = 0; m < k.member_count; ++m) {
+    const int member_id = plan.members[static_cast<std::size_t>(k.first_member + m)];
+    const ir::node& member = plan.node(member_id);
+    for (std::size_t a = 0; a < member.arity; ++a) {
+      int read = member.operand(a);
+      if (member_id == k.dot)
+        while (plan.alias_of[static_cast<std::size_t>(read)] >= 0) read = plan.alias_of[static_cast<std::size_t>(read)];
+      if (read == id && (member_id == k.dot || member.prim->kind != ir::prim_kind::elementwise)) return false;
+    }
+  }
+  return true;
+}
+
 // Which result takes which donated parameter's buffer (-1: a new buffer). A result may reuse a donated
 // parameter of its dtype and shape when no kernel reads the parameter after the result's kernel, or the
-// result's kernel is an elementwise loop that reads the parameter at the very element it writes, or a
-// row kernel (softmax) that reads it only in the rows it writes.
+// result's kernel is an elementwise loop that reads the parameter at the very element it writes, a
+// product whose epilogue alone reads it so, or a row kernel (softmax) that reads it only in the rows it
+// writes.
 template <class Traced, std::size_t P>
 constexpr std::array<int, Traced::outputs> pair_donations(const std::array<bool, P>& donated_parameter) {
   const auto& plan = Traced::plan;
@@ -131,6 +151,7 @@ constexpr std::array<int, Traced::outputs> pair_donations(const std::array<bool,
       if (param.dtype != n.dtype || !(param.shape == n.shape) || plan.output_index[static_cast<std::size_t>(pn)] >= 0) continue;
       const int last = plan.last_reader[static_cast<std::size_t>(pn)];
       const bool in_place = (writer.kind == plan::kernel_kind::loop && writer.uniform) ||
+                            (writer.kind == plan::kernel_kind::contraction && epilogue_reads_in_place(plan, writer, pn)) ||
                             (writer.kind == plan::kernel_kind::row && param.shape == writer.row_shape &&
                              reads_only_its_rows(plan, writer, pn));
       if (last < k || (last == k && in_place)) {

@@ -293,6 +293,74 @@ TEST(Fusion, ResultsOnlyOneLoopReadsAreStoredFromIt) {
   check(p1, m1, v1);
 }
 
+// A product that only such a loop reads joins it as a contraction: Adam's update of a weight is the
+// epilogue of its gradient's product, the gradient never stored. 300 x 40 by 40 x 70 on the host's
+// grid: the values are bit for bit those of the product and the update planned apart. Donated, p, m
+// and v are updated in their buffers; a parameter the product itself reads is not (another block's
+// product would read what this block's epilogue wrote).
+TEST(Fusion, AProductTheStoringLoopReadsIsItsEpilogue) {
+  const auto step = [](auto p, auto m, auto v, auto a, auto b) {
+    const auto g = tessel::matmul(a, b);
+    return std::make_tuple(adam_param(p, m, v, g), adam_moment(m, g), adam_second(v, g));
+  };
+  const auto param = adam_param;
+  const auto moment = adam_moment;
+  const auto second = adam_second;
+  const auto product = [](auto a, auto b) { return tessel::matmul(a, b); };
+  using mat = tensor<float, shape<300, 70>>;
+  const mat p = random_tensor<float, shape<300, 70>>(31), m = random_tensor<float, shape<300, 70>>(32),
+            v = random_tensor<float, shape<300, 70>>(33, 0.0, 1.0);
+  const auto a = random_tensor<float, shape<300, 40>>(34);
+  const auto b = random_tensor<float, shape<40, 70>>(35);
+  constexpr auto& plan = plan_of(step, p, m, v, a, b);
+  static_assert(plan.kernel_count == 1 && plan.kernels[0].kind == tessel::plan::kernel_kind::contraction &&
+                    plan.kernels[0].stores_members && plan.arena_bytes == 0,
+                "one contraction stores the parameter and both moments");
+  const mat g = jit(product)(a, b);
+  const mat want_p = jit(param)(p, m, v, g), want_m = jit(moment)(m, g), want_v = jit(second)(v, g);
+  const auto check = [&](const mat& got_p, const mat& got_m, const mat& got_v) {
+    for (std::size_t i = 0; i < mat::size; ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got_p[i]), std::bit_cast<std::uint32_t>(want_p[i])) << "p " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got_m[i]), std::bit_cast<std::uint32_t>(want_m[i])) << "m " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got_v[i]), std::bit_cast<std::uint32_t>(want_v[i])) << "v " << i;
+    }
+  };
+  {
+    const auto [p1, m1, v1] = jit(step)(p, m, v, a, b);
+    check(p1, m1, v1);
+  }
+  mat pd = p, md = m, vd = v;
+  const float *p_buffer = pd.data(), *m_buffer = md.data(), *v_buffer = vd.data();
+  const auto [p1, m1, v1] = jit(step)(tessel::donate(pd), tessel::donate(md), tessel::donate(vd), a, b);
+  EXPECT_EQ(p1.data(), p_buffer);
+  EXPECT_EQ(m1.data(), m_buffer);
+  EXPECT_EQ(v1.data(), v_buffer);
+  check(p1, m1, v1);
+
+  // The product reads the parameter: no result takes its buffer.
+  const auto self_step = [](auto p, auto m, auto v, auto a) {
+    const auto g = tessel::matmul(a, p);
+    return std::make_tuple(adam_param(p, m, v, g), adam_moment(m, g), adam_second(v, g));
+  };
+  using sq = tensor<float, shape<96, 96>>;
+  const sq sp = random_tensor<float, shape<96, 96>>(36), sm = random_tensor<float, shape<96, 96>>(37),
+           sv = random_tensor<float, shape<96, 96>>(38, 0.0, 1.0), sa = random_tensor<float, shape<96, 96>>(39);
+  static_assert(plan_of(self_step, sp, sm, sv, sa).kernels[0].kind == tessel::plan::kernel_kind::contraction);
+  const sq sg = jit(product)(sa, sp);
+  const sq want_sp = jit(param)(sp, sm, sv, sg), want_sm = jit(moment)(sm, sg), want_sv = jit(second)(sv, sg);
+  sq spd = sp, smd = sm, svd = sv;
+  const float* sp_buffer = spd.data();
+  const auto [sp1, sm1, sv1] = jit(self_step)(tessel::donate(spd), tessel::donate(smd), tessel::donate(svd), sa);
+  EXPECT_NE(sp1.data(), sp_buffer);
+  EXPECT_NE(sm1.data(), sp_buffer);
+  EXPECT_NE(sv1.data(), sp_buffer);
+  for (std::size_t i = 0; i < sq::size; ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(sp1[i]), std::bit_cast<std::uint32_t>(want_sp[i])) << "p " << i;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(sm1[i]), std::bit_cast<std::uint32_t>(want_sm[i])) << "m " << i;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(sv1[i]), std::bit_cast<std::uint32_t>(want_sv[i])) << "v " << i;
+  }
+}
+
 // Pads that a loop reads are computed in it, a tile at a time: the transpose of slicing q, k and v out of
 // one [B, T, 3D] projection is three pads summed, one pass and no [B, T, 3D] buffer per pad. Tiles of 1024
 // straddle rows of 120 and 37; the second sum crops (negative lo), pads outer axes and spreads with

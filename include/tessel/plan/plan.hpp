@@ -46,13 +46,14 @@ struct kernel {
                            // its operands at the element it computes (no pad)
   int region = -1;         // the region whose kernel range holds this kernel (-1: the program's own)
   int construct = -1;      // control kernels: the construct they run
-  bool stores_members = false;  // loop kernels: results of the program other than the root are members,
-                                // stored too (stored_member)
+  bool stores_members = false;  // loop and contraction kernels: results of the program other than the
+                                // root are members, stored too (stored_member)
 };
 
 // Whether member `id` of kernel kr is stored besides its root: a result of the program that only this
 // loop reads (multi-output fusion, as XLA's): Adam's new moments, computed in the loop that updates the
-// parameter from them, were each a loop of its own that the update read back.
+// parameter from them, were each a loop of its own that the update read back. A product may then join
+// the loop as a contraction's (the moments' gradient).
 template <class P>
 constexpr bool stored_member(const P& p, const kernel& kr, int id) {
   return kr.stores_members && id != kr.root && p.output_index[static_cast<std::size_t>(id)] >= 0;
@@ -243,7 +244,9 @@ struct builder {
         return false;
       }
       case ir::prim_kind::contraction:
-        if (k.kind != kernel_kind::loop || k.stores_members || !(nd(k.root).shape == n.shape)) return false;
+        // A loop that stores members takes the product too (Adam's update of a weight as the epilogue of
+        // its gradient's product: the gradient never reaches memory).
+        if (k.kind != kernel_kind::loop || !(nd(k.root).shape == n.shape)) return false;
         k.kind = kernel_kind::contraction;
         k.dot = id;
         return true;
@@ -320,7 +323,7 @@ struct builder {
         k = common_kernel[ii];
       // A result that only one uniform loop reads, elementwise of the loop's shape, is computed in that
       // loop and stored from it (stored_member): one pass over its operands instead of a loop storing it
-      // and the reader loading it back. The loop then stays a loop (no reduction or product joins it).
+      // and the reader loading it back. No reduction joins the loop then (it stays a loop or takes a product).
       if (k < 0 && is_output[ii] && common_kernel[ii] >= 0 && kind == ir::prim_kind::elementwise) {
         kernel& reader = out.kernels[static_cast<std::size_t>(common_kernel[ii])];
         if (reader.kind == kernel_kind::loop && reader.uniform && n.shape == nd(reader.root).shape) {

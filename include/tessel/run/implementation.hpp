@@ -1050,6 +1050,18 @@ class executor {
     });
   }
 
+  // A product's epilogue on flat range [first, first + count) of its result, whose values `given` holds
+  // as f32: the members computed tile by tile, the root and the other stored members stored.
+  void run_epilogue(const plan::kernel& kr, std::size_t first, std::size_t count, const float* given, unsigned char* tiles_mem,
+                    const void** tile_of, std::uint64_t direct) const {
+    for (std::size_t off = 0; off < count; off += tile_elements) {
+      const std::size_t n = std::min(tile_elements, count - off);
+      eval_members(kr, first + off, n, tiles_mem, tile_elements * 4, tile_of, given + off, direct);
+      store_root(kr, first + off, n, tile_of);
+      if (kr.stores_members) store_members(kr, first + off, n, tile_of);
+    }
+  }
+
   // Asks for elements [first, first + n) of kernel g's streamed values (derived_plan::streamed) to be
   // brought into L2 (prefetcht1; into L1 they evicted the tile being computed). On x86 the instruction is
   // written out: g++ 12 -O2 dropped __builtin_prefetch (and _mm_prefetch) from this loop, leaving no
@@ -1248,18 +1260,14 @@ class executor {
       const executor* self;
       const plan::kernel* kr;
       std::size_t tiles_offset;
-    } context{this, &kr, tiles_offset};
+      std::uint64_t direct;
+    } context{this, &kr, tiles_offset, kr.stores_members ? direct_members(kr) : 0};
     ir::block_sink sink;
     sink.context = &context;
     sink.consume = [](void* c, std::size_t first, std::size_t count, const float* values, std::size_t thread) {
       const epilogue& e = *static_cast<const epilogue*>(c);
-      unsigned char* tiles_mem = e.self->thread_scratch(thread) + e.tiles_offset;
-      const void** tile_of = e.self->tile_pointers(thread);
-      for (std::size_t off = 0; off < count; off += tile_elements) {
-        const std::size_t m = std::min(tile_elements, count - off);
-        e.self->eval_members(*e.kr, first + off, m, tiles_mem, tile_elements * 4, tile_of, values + off);
-        e.self->store_root(*e.kr, first + off, m, tile_of);
-      }
+      e.self->run_epilogue(*e.kr, first, count, values, e.self->thread_scratch(thread) + e.tiles_offset,
+                           e.self->tile_pointers(thread), e.direct);
     };
     auto scratch = [&](std::size_t t) { return reinterpret_cast<float*>(thread_scratch(t)); };
     if (g.items.sums_partials)
@@ -1341,6 +1349,7 @@ class executor {
     float* const direct = kr.root == kr.dot && kr.member_count == 1 && dot.dtype == ir::dtype_code::f32
                               ? static_cast<float*>(storage(kr.root))
                               : nullptr;
+    const std::uint64_t direct_stores = kr.stores_members ? direct_members(kr) : 0;
     pool.parallel_for(g.blocks, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
       unsigned char* mem = thread_scratch(t);
       float* gemm_mem = reinterpret_cast<float*>(mem);
@@ -1378,12 +1387,7 @@ class executor {
         }
         // The epilogue on the block: one flat range when it holds whole rows, else row by row.
         const std::size_t runs = width == d.n ? 1 : m1 - m0, run = width == d.n ? (m1 - m0) * d.n : width;
-        for (std::size_t r = 0; r < runs; ++r)
-          for (std::size_t off = 0; off < run; off += tile_elements) {
-            const std::size_t n = std::min(tile_elements, run - off);
-            eval_members(kr, base + r * d.n + off, n, tiles_mem, tile_elements * 4, tile_of, panel + r * width + off);
-            store_root(kr, base + r * d.n + off, n, tile_of);
-          }
+        for (std::size_t r = 0; r < runs; ++r) run_epilogue(kr, base + r * d.n, run, panel + r * width, tiles_mem, tile_of, direct_stores);
         report(block, g.blocks);
       }
     });
