@@ -310,6 +310,35 @@ TEST(HwyGemm, AReadInPlaceIsPackedABitForBit) {
   hwy_gemm_set_bf16_products(before);
 }
 
+// An f32 B that feeds few rows of A (hwy_gemm-inl.hpp, blocking::b_in_place_rows: 12 MR) is read where it
+// is, each panel's K steps a row of B apart: the same products in the same order as from B packed, so the
+// result is the packed path's bit for bit. Calls of 6 MR and 7 MR + 5 rows read it in place, one call
+// of all 13 MR + 5 packs it; K of 301 in blocks of 100. B's rows are 3 floats longer than its 4 panels
+// (NaN there must not be read); B^T and a bf16 B are packed whatever the rows.
+TEST(HwyGemm, BReadInPlaceIsPackedBBitForBit) {
+  static scratch_buffer scratch;
+  const gemm_blocking own = blocking_of();
+  const std::size_t m = 13 * own.mr + 5, n = 4 * own.nr, k = 301, split = 6 * own.mr;
+  ASSERT_GE(own.nc, n);
+  std::mt19937 gen(12);
+  const operand a = make_operand(m, k, dtype::f32, layout::row_major, gen);
+  const operand b = make_operand(k, n, dtype::f32, layout::row_major, gen);
+  EXPECT_TRUE(hwy_gemm_reads_b_in_place(b.view, split, n));
+  EXPECT_TRUE(hwy_gemm_reads_b_in_place(b.view, m - split, n));
+  EXPECT_FALSE(hwy_gemm_reads_b_in_place(b.view, m, n));
+  EXPECT_FALSE(hwy_gemm_reads_b_in_place(b.view, split, n - 1));
+  EXPECT_FALSE(hwy_gemm_reads_b_in_place(make_operand(k, n, dtype::f32, layout::transposed, gen).view, split, n));
+  EXPECT_FALSE(hwy_gemm_reads_b_in_place(make_operand(k, n, dtype::bf16, layout::row_major, gen).view, split, n));
+  gemm_blocking blocks = own;
+  blocks.kc = 100;
+  std::vector<float> x(m * n), y(m * n);
+  select_blocked_gemm()(a.view, b.view, 0, split, n, k, x.data(), n, scratch.p, blocks);
+  select_blocked_gemm()(a.view, b.view, split, m, n, k, x.data() + split * n, n, scratch.p, blocks);
+  select_blocked_gemm()(a.view, b.view, 0, m, n, k, y.data(), n, scratch.p, blocks);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float))) << "C(" << i / n << "," << i % n << ") " << x[i] << " against " << y[i];
+}
+
 TEST(HwyGemm, PackingOutsideTheLayoutIsRefused) {
   hwy::SetSupportedTargetsForTest(0);
   const float a = 1.0f, b = 2.0f;

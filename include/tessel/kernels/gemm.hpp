@@ -121,6 +121,11 @@ struct packed_b_layout {
 packed_b_layout hwy_gemm_packed_b_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
                                          const gemm_blocking& blocks);
 
+// Whether the blocked Highway GEMM reads B where it lies, unpacked, for a call of `rows` rows of A and
+// `width` columns of B (hwy_gemm-inl.hpp: an f32 B for few rows); packing it whole for such calls is
+// work they do not use.
+bool hwy_gemm_reads_b_in_place(const matrix_view& b, std::size_t rows, std::size_t width);
+
 // Panels [first, last) of B's packed form into `out` (layout.floats() floats, 64-byte aligned). Threads
 // may pack disjoint ranges of panels at once.
 void hwy_gemm_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,

@@ -139,6 +139,7 @@ inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::si
 }
 inline bool uses_dpbf16() { return false; }
 inline gemm_blocking blocking_target() { return {}; }
+inline bool reads_b_in_place_target(const matrix_view&, std::size_t, std::size_t) { return false; }
 // No packed form: panels == 0 tells the caller to use gemm_rows_target.
 inline packed_b_layout packed_layout_target(const matrix_view&, const matrix_view&, std::size_t, std::size_t,
                                             const gemm_blocking&) {
@@ -166,6 +167,7 @@ struct blocking {
   static constexpr std::size_t kc = 512;
   static constexpr std::size_t mc = mr * 8;
   static constexpr std::size_t a_in_place_panels = 8;  // an f32 A block feeding at most this many B panels is not packed
+  static constexpr std::size_t b_in_place_rows = 12 * mr;  // an f32 B feeding at most this many rows of A is not packed
   static constexpr std::size_t nc_cap = 2048;
   static constexpr std::size_t nc =
       std::min(nc_cap, (detail::scratch_floats - mc * kc - mr * nr) / kc / nr * nr);
@@ -339,19 +341,20 @@ inline void store_edge(const float* HWY_RESTRICT edge, float* HWY_RESTRICT c, st
 // = acc (first K block) or += acc. A's panel is packed (pack_a_f32: element (r, k) at a[k * MR + r]) or,
 // InPlace, read where it is, element (r, k) at a[k * a_k + r * a_row] (MR whole rows). Rows below MR serve
 // a last panel of few rows: its padding rows would cost as many FMAs as real ones.
-template <bool InPlace = false, std::size_t Rows = blocking::mr>
+template <bool InPlace = false, std::size_t Rows = blocking::mr, bool BInPlace = false>
 inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, float* c,
                              std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge,
-                             std::size_t a_k = 0, std::size_t a_row = 0) {
+                             std::size_t a_k = 0, std::size_t a_row = 0, std::size_t b_k = blocking::nr) {
   constexpr std::size_t mr = Rows, lanes = blocking::lanes, nr = blocking::nr;
   static_assert(Rows <= blocking::mr && (!InPlace || Rows == blocking::mr));
   const std::size_t k_step = InPlace ? a_k : blocking::mr, row_step = InPlace ? a_row : 1;
+  const std::size_t b_step = BInPlace ? b_k : nr;
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc0[mr], acc1[mr];
   {  // the first k initialises the accumulators (rounded as an FMA onto zero would be)
-    const V b0 = hn::Load(d, b);
-    const V b1 = hn::Load(d, b + lanes);
+    const V b0 = BInPlace ? hn::LoadU(d, b) : hn::Load(d, b);
+    const V b1 = BInPlace ? hn::LoadU(d, b + lanes) : hn::Load(d, b + lanes);
     for (std::size_t r = 0; r < mr; ++r) {
       const V av = hn::Set(d, a[r * row_step]);
       acc0[r] = hn::Mul(av, b0);
@@ -359,8 +362,8 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
     }
   }
   for (std::size_t k = 1; k < kc; ++k) {
-    const V b0 = hn::Load(d, b + k * nr);
-    const V b1 = hn::Load(d, b + k * nr + lanes);
+    const V b0 = BInPlace ? hn::LoadU(d, b + k * b_step) : hn::Load(d, b + k * b_step);
+    const V b1 = BInPlace ? hn::LoadU(d, b + k * b_step + lanes) : hn::Load(d, b + k * b_step + lanes);
     const float* HWY_RESTRICT ak = a + k * k_step;
     if (k <= rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + (k - 1) * ldc, lanes, nr);
     for (std::size_t r = 0; r < mr; ++r) {
@@ -382,6 +385,34 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
   store_edge(edge, c, ldc, rows, cols, first);
 }
 
+// Whether gemm_rows_f32 reads B's K x nc blocks for `rows` rows of A where they lie, each panel's K steps a
+// row of B apart, instead of packing them: an f32 B of whole panels, rows not a multiple of the L1's set
+// stride apart (their lines would share one set), for few rows of A, whose panels repay little of the
+// packing. AMD EPYC Zen 4, two threads, 128 x 784 by 784 x 256 (blocks of 72 and 56 rows): 250 -> 241 us;
+// 256^3 (blocks of 128 rows) 0.93 -> 0.95x dnnl_sgemm; 512^3, whose blocks of 256 rows read it in place,
+// 0.99 -> 0.95, and 2048^3 (rows 8 KiB apart) 0.95 -> 0.83.
+inline bool reads_b_in_place_target(const matrix_view& b, std::size_t rows, std::size_t nc) {
+  return !b.bf16 && b.col_stride == 1 && nc % blocking::nr == 0 && rows <= blocking::b_in_place_rows &&
+         b.row_stride * sizeof(float) % this_machine().l1d_alias_bytes != 0;
+}
+
+// The micro-tile of rows [i, i + MR) of an MC block: A in place below `whole`, else packed (a last panel of
+// few rows by a kernel of fewer rows).
+template <bool BInPlace>
+inline void micro_tile(std::size_t i, std::size_t whole, std::size_t mc, std::size_t kc, const float* a_block, const matrix_view& a,
+                       const float* packed_a, const float* b, float* ci, std::size_t ldc, std::size_t cols, bool first, float* edge,
+                       std::size_t b_k) {
+  constexpr std::size_t mr = blocking::mr;
+  if (i < whole)
+    micro_kernel_f32<true, mr, BInPlace>(kc, a_block + i * a.row_stride, b, ci, ldc, mr, cols, first, edge, a.col_stride, a.row_stride, b_k);
+  else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2)
+    micro_kernel_f32<false, mr, BInPlace>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge, 0, 0, b_k);
+  else if (rows > mr / 3)
+    micro_kernel_f32<false, mr / 3 * 2, BInPlace>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge, 0, 0, b_k);
+  else
+    micro_kernel_f32<false, mr / 3, BInPlace>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge, 0, 0, b_k);
+}
+
 // `blocks` (KC, MC, NC at most this target's, checked by the caller) says how the product is blocked;
 // the scratch regions keep this target's sizes, so any such blocks fit. B comes packed whole in
 // `packed` (pack_b_target's layout) or, where that is null, is packed here one K x NC block at a time.
@@ -399,9 +430,11 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
     for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
       const std::size_t kc = std::min(kc_max, k - p0);
       // Panel q of this block at b_block + q * stride.
-      const float* b_block = packed != nullptr ? packed + j0 / nr * panel_floats + p0 * nr : packed_b;
-      const std::size_t stride = packed != nullptr ? panel_floats : kc * nr;
-      if (packed == nullptr) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
+      const bool b_in_place = packed == nullptr && reads_b_in_place_target(b, m1 - m0, nc);
+      const float* b_block = packed != nullptr ? packed + j0 / nr * panel_floats + p0 * nr : b_in_place ? f32_data(b) + p0 * b.row_stride + j0 : packed_b;
+      const std::size_t stride = packed != nullptr ? panel_floats : b_in_place ? nr : kc * nr;
+      const std::size_t b_k = b_in_place ? b.row_stride : nr;
+      if (packed == nullptr && !b_in_place) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
       // An f32 A read by few panels of B is read in place, but for a last panel of fewer than MR rows:
       // packed, each element fed as many FMAs as its packing cost (AMD EPYC Zen 4, one thread, 256 x 256
       // by 256 x 32 ran at 0.77x dnnl_sgemm with A packed). Rows of A not where they lie a multiple of the
@@ -421,15 +454,8 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
           for (std::size_t i = 0; i < mc; i += mr) {
             float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
             const std::size_t cols = std::min(nr, nc - j);
-            if (i < whole)
-              micro_kernel_f32<true>(kc, a_block + i * a.row_stride, b_block + j / nr * stride, ci, ldc, mr, cols, p0 == 0, edge,
-                                     a.col_stride, a.row_stride);
-            else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2)
-              micro_kernel_f32(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
-            else if (rows > mr / 3)
-              micro_kernel_f32<false, mr / 3 * 2>(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
-            else
-              micro_kernel_f32<false, mr / 3>(kc, packed_a + i * kc, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
+            if (b_in_place) micro_tile<true>(i, whole, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
+            else micro_tile<false>(i, whole, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
           }
       }
     }

@@ -67,6 +67,7 @@ HWY_EXPORT(blocking_target);
 HWY_EXPORT(packed_layout_target);
 HWY_EXPORT(pack_b_target);
 HWY_EXPORT(gemm_rows_packed_target);
+HWY_EXPORT(reads_b_in_place_target);
 inline void dispatch_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
                                std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
                                const gemm_blocking& blocks) {
@@ -78,6 +79,9 @@ inline gemm_blocking dispatch_blocking() { return HWY_DYNAMIC_DISPATCH(blocking_
 inline packed_b_layout dispatch_packed_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
                                               const gemm_blocking& blocks) {
   return HWY_DYNAMIC_DISPATCH(packed_layout_target)(a, b, n, k, blocks);
+}
+inline bool dispatch_reads_b_in_place(const matrix_view& b, std::size_t rows, std::size_t nc) {
+  return HWY_DYNAMIC_DISPATCH(reads_b_in_place_target)(b, rows, nc);
 }
 inline void dispatch_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,
                             const packed_b_layout& layout, std::size_t first, std::size_t last, float* out) {
@@ -160,6 +164,10 @@ packed_b_layout hwy_gemm_packed_b_layout(const matrix_view& a, const matrix_view
                                          const gemm_blocking& blocks) {
   check_blocks("hwy_gemm_packed_b_layout", blocks, blocking_of(gemm_kernel::hwy));
   return hwy_detail::dispatch_packed_layout(a, b, n, k, blocks);
+}
+
+bool hwy_gemm_reads_b_in_place(const matrix_view& b, std::size_t rows, std::size_t width) {
+  return hwy_detail::dispatch_reads_b_in_place(b, rows, width);
 }
 
 void hwy_gemm_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,

@@ -1329,7 +1329,8 @@ class executor {
     blocks.kc = g.bk;
     const kernels::gemm_blocked_fn gemm = kernels::select_blocked_gemm();
     kernels::packed_b_layout packed{};
-    if (packs_b_whole(g, d.k * d.n, threads_)) packed = kernels::hwy_gemm_packed_b_layout(d.lhs, d.rhs, d.n, d.k, blocks);
+    if (packs_b_whole(g, d.k * d.n, threads_) && !kernels::hwy_gemm_reads_b_in_place(d.rhs, g.bm, g.bn))
+      packed = kernels::hwy_gemm_packed_b_layout(d.lhs, d.rhs, d.n, d.k, blocks);
     if (packed.panels > 0) {
       // Panels grouped so that a thread packs a few whole ones at a time, batch element by element.
       const std::size_t grain = std::max<std::size_t>(1, packed.panels / (2 * threads_));
