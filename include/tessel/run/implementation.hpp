@@ -40,6 +40,7 @@
 #include "tessel/prim/dot_general.hpp"
 #include "tessel/run/executor.hpp"
 #include "tessel/run/mesh.hpp"
+#include "tessel/run/softmax_rows.hpp"
 #include "tessel/target/host.hpp"
 
 namespace tessel::run {
@@ -71,6 +72,8 @@ struct kernel_grid {
   ir::item_plan items{};
   // loop and row kernels: derived_plan::streamed[first_stream, first_stream + streams)
   std::size_t first_stream = 0, streams = 0;
+  // row kernels: the members a softmax routine runs whole (run/softmax_rows.hpp), if any
+  softmax_span softmax{};
 };
 
 // Flat range [first, first + count) of block b of an elementwise grid.
@@ -310,6 +313,10 @@ inline derived_plan derive(const plan::plan_view& p) {
       d.whole_rows[i] = kr.kind == plan::kernel_kind::row && n.shape == kr.row_shape;
     }
     kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
+    g.softmax = find_softmax(p, kr, [&](int id) {
+      const int m = member_index(p, kr, id);
+      return m < 0 || d.form[static_cast<std::size_t>(kr.first_member + m)] == member_form::tile;
+    });
     g.first_stream = d.streamed.size();
     streamed_values(p, kr, d.streamed);
     g.streams = d.streamed.size() - g.first_stream;
@@ -1104,7 +1111,12 @@ class executor {
     for (std::size_t o = begin; o < end; o += per_pass) {
       const std::size_t rows = std::min(per_pass, end - o);
       if (o + rows < end) prefetch_streams(g, (o + rows) * inner, std::min(per_pass, end - o - rows) * inner);
+      const bool softmax = g.softmax.found() && softmax_rows_apply();
       for (int m = 0; m < kr.member_count; ++m) {
+        if (softmax && m == g.softmax.first) {
+          m = run_softmax(kr, g.softmax, o, rows, tiles, stride, tile_of);
+          continue;
+        }
         const int id = p_.members[static_cast<std::size_t>(kr.first_member + m)];
         const ir::node& node = nd(id);
         const bool full = whole_rows_[kr.first_member + m] != 0;  // else one value per row
@@ -1152,6 +1164,21 @@ class executor {
       const bool root_full = nd(kr.root).shape == kr.row_shape;
       store_root(kr, root_full ? o * inner : o, root_full ? rows * inner : rows, tile_of);
     }
+  }
+
+  // The members softmax_span `span` holds, on rows [o, o + rows): y straight into its storage when it is
+  // the root and the last member (as run_rows does), else into its tile. Returns y's member index.
+  int run_softmax(const plan::kernel& kr, const softmax_span& span, std::size_t o, std::size_t rows, unsigned char* tiles,
+                  std::size_t stride, const void** tile_of) const {
+    const int* member = p_.members + kr.first_member;
+    const int y = member[span.last];
+    void* out = y == kr.root && span.last + 1 == kr.member_count
+                    ? static_cast<unsigned char*>(storage(y)) + o * kr.inner * 4
+                    : member_tile(kr, span.last, tiles, stride);
+    const auto* x = static_cast<const float*>(operand_tile(kr, span.x, ir::dtype_code::f32, o * kr.inner, rows * kr.inner, tiles, tile_of));
+    softmax_rows(nd(member[span.first]), nd(member[span.sum]), x, static_cast<float*>(out), rows, kr.inner);
+    tile_of[span.last] = out;
+    return span.last;
   }
 
   // Member `node` over `rows` whole rows where the operands with a bit in `per_row` hold one value per
