@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -53,6 +54,39 @@ TEST(Fusion, SoftmaxIsOneRowPass) {
     for (std::size_t j = 0; j < 1024; ++j) total += y(i, j);
     EXPECT_NEAR(total, 1.0, 1e-5);
   }
+}
+
+// log_softmax's log of the row sums is one value per row, spread by a broadcast over the loop that
+// subtracts it: the loop becomes a row kernel, and the sum, the exp, the shift and the max join it. Its
+// values are its members' run one jit at a time (up to e^x's and log's lanes taking the SIMD or the scalar
+// path: a row kernel takes log on a few rows at a time, a jit of log on all 48).
+TEST(Fusion, LogSoftmaxIsOneRowPass) {
+  const auto f = [](auto x) { return tessel::log_softmax(x); };
+  using X = tensor<float, shape<48, 300>>;
+  constexpr auto& p = decltype(jit(f))::traced_for<X>::plan;
+  static_assert(p.kernel_count == 1 && p.kernels[0].kind == tessel::plan::kernel_kind::row);
+  static_assert(p.kernels[0].outer == 48 && p.kernels[0].inner == 300);
+  static_assert(p.arena_bytes == 0);
+  X x = random_tensor<float, shape<48, 300>>(5, -30, 30);
+  x(3, 7) = -std::numeric_limits<float>::infinity();
+  const auto most = jit([](auto x) { return tessel::max<-1>(x); })(x);
+  const X shifted = jit([](auto x, auto m) { return x - tessel::broadcast_reduced<-1>(m, x); })(x, most);
+  const auto total = jit([](auto s) { return tessel::sum<-1>(tessel::exp(s)); })(shifted);
+  const auto lse = jit([](auto t) { return tessel::log(t); })(total);
+  const X want = jit([](auto s, auto l) { return s - tessel::broadcast_reduced<-1>(l, s); })(shifted, lse);
+  const X y = jit(f)(x);
+  for (std::size_t i = 0; i < X::size; ++i)
+    if (i != 3 * 300 + 7) ASSERT_NEAR(y.data()[i], want.data()[i], 4e-6 * (1 + std::abs(want.data()[i]))) << i;
+  EXPECT_EQ(y(3, 7), -std::numeric_limits<float>::infinity());
+  // A per-row value the loop's broadcast spreads, with no reduction behind it: a row kernel too.
+  const auto g = [](auto x, auto s) { return x * tessel::broadcast_reduced<-1>(tessel::exp(s), x); };
+  const auto s = random_tensor<float, shape<48>>(6);
+  constexpr auto& q = plan_of(g, x, s);
+  static_assert(q.kernel_count == 1 && q.kernels[0].kind == tessel::plan::kernel_kind::row);
+  x(3, 7) = 1;
+  const X z = jit(g)(x, s);
+  for (std::size_t i = 0; i < 48; ++i)
+    for (std::size_t j = 0; j < 300; ++j) ASSERT_NEAR(z(i, j), x(i, j) * std::exp(s[i]), 1e-6 * (1 + std::abs(z(i, j)))) << i << ", " << j;
 }
 
 TEST(Fusion, MatmulBiasReluIsOneKernel) {

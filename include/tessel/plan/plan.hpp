@@ -204,6 +204,27 @@ struct builder {
     return out.kernel_count++;
   }
 
+  // A loop takes elementwise work on one value per row of its shape (a log_softmax's log of the row sums,
+  // which the loop's broadcast spreads) by becoming a row kernel over those rows, as a reduction that
+  // joins it does (below): the reduction behind the value can then join too, and the rows are read once.
+  // (Not for a scalar: one row is no row kernel.)
+  // A log_softmax of 4096 x 1024 was four kernels, its shifted rows stored and read twice.
+  constexpr bool becomes_rows(const ir::node& n, kernel& k) const {
+    const ir::dims& full = nd(k.root).shape;
+    const std::size_t size = n.shape.size();
+    if (!k.uniform || k.stores_members || n.shape.rank == 0 || size >= full.size() || n.shape.rank >= full.rank ||
+        !is_trailing_split(full, n.shape) || full.size() / size > row_budget_elements)
+      return false;
+    const auto index = static_cast<int>(&k - out.kernels.data());
+    for (std::size_t i = 0; i < N; ++i)  // a row kernel takes no reshape (a loop's hands on its operand's tile)
+      if (out.kernel_of[i] == index && nd(static_cast<int>(i)).prim->kind == ir::prim_kind::reshape) return false;
+    k.kind = kernel_kind::row;
+    k.row_shape = full;
+    k.outer = size;
+    k.inner = full.size() / size;
+    return true;
+  }
+
   // Can node `id` be computed inside kernel k (whose members so far are its consumers)?
   constexpr bool can_join(int id, kernel& k) const {
     const ir::node& n = nd(id);
@@ -211,6 +232,8 @@ struct builder {
     switch (n.prim->kind) {
       case ir::prim_kind::elementwise:
       case ir::prim_kind::generator:
+        if (k.kind == kernel_kind::loop && n.prim->kind == ir::prim_kind::elementwise && size != nd(k.root).shape.size())
+          return becomes_rows(n, k);
         if (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) return size == nd(k.root).shape.size();
         if (k.kind == kernel_kind::row) return n.shape == k.row_shape || (k.inner != 0 && size == k.outer && is_trailing_split(k.row_shape, n.shape));
         if (k.kind == kernel_kind::column) return n.shape == k.row_shape;
