@@ -207,8 +207,9 @@ struct builder {
   // A loop takes elementwise work on one value per row of its shape (a log_softmax's log of the row sums,
   // which the loop's broadcast spreads) by becoming a row kernel over those rows, as a reduction that
   // joins it does (below): the reduction behind the value can then join too, and the rows are read once.
-  // (Not for a scalar: one row is no row kernel.)
-  // A log_softmax of 4096 x 1024 was four kernels, its shifted rows stored and read twice.
+  // A log_softmax of 4096 x 1024 was four kernels, its shifted rows stored and read twice. Not for a
+  // scalar (one row), nor for a loop holding a reshape: the executor's row kernels evaluate none (a loop
+  // hands its reshape the operand's tile).
   constexpr bool becomes_rows(const ir::node& n, kernel& k) const {
     const ir::dims& full = nd(k.root).shape;
     const std::size_t size = n.shape.size();
@@ -216,7 +217,7 @@ struct builder {
         !is_trailing_split(full, n.shape) || full.size() / size > row_budget_elements)
       return false;
     const auto index = static_cast<int>(&k - out.kernels.data());
-    for (std::size_t i = 0; i < N; ++i)  // a row kernel takes no reshape (a loop's hands on its operand's tile)
+    for (std::size_t i = 0; i < N; ++i)
       if (out.kernel_of[i] == index && nd(static_cast<int>(i)).prim->kind == ir::prim_kind::reshape) return false;
     k.kind = kernel_kind::row;
     k.row_shape = full;

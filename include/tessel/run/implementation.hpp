@@ -1111,7 +1111,7 @@ class executor {
     for (std::size_t o = begin; o < end; o += per_pass) {
       const std::size_t rows = std::min(per_pass, end - o);
       if (o + rows < end) prefetch_streams(g, (o + rows) * inner, std::min(per_pass, end - o - rows) * inner);
-      const bool softmax = g.softmax.found() && softmax_rows_apply();
+      const bool softmax = g.softmax.found() && softmax_rows_applies();
       for (int m = 0; m < kr.member_count; ++m) {
         if (softmax && m == g.softmax.first) {
           m = run_softmax(kr, g.softmax, o, rows, tiles, stride, tile_of);

@@ -43,10 +43,10 @@ softmax_span find_softmax(const plan::plan_view& p, const plan::kernel& kr, Whol
   const int* member = p.members + kr.first_member;
   const int count = kr.member_count;
   auto node = [&](int j) -> const ir::node& { return p.node(member[j]); };
-  auto is = [&](int j, std::string_view name, bool whole_rows) {
+  auto is = [&](int j, std::string_view name, bool full) {  // full: of the row kernel's shape, else one value per row
     if (j >= count) return false;
     const ir::node& n = node(j);
-    if (n.prim->name != name || n.dtype != ir::dtype_code::f32 || (n.shape == kr.row_shape) != whole_rows) return false;
+    if (n.prim->name != name || n.dtype != ir::dtype_code::f32 || (n.shape == kr.row_shape) != full) return false;
     for (std::size_t a = 0; a < n.arity; ++a)
       if (p.node(n.operand(a)).dtype != ir::dtype_code::f32) return false;
     return true;
@@ -77,7 +77,7 @@ softmax_span find_softmax(const plan::plan_view& p, const plan::kernel& kr, Whol
 }
 
 // Whether e^x takes its xsimd path now, as the routine computes it.
-inline bool softmax_rows_apply() {
+inline bool softmax_rows_applies() {
   kernels::math_path path = kernels::forced_math_path();
   if (path == kernels::math_path::automatic) path = prim::default_path<prim::exp_rule>();
   return path == kernels::math_path::xsimd;
