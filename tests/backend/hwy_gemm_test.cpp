@@ -339,6 +339,35 @@ TEST(HwyGemm, BReadInPlaceIsPackedBBitForBit) {
     ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float))) << "C(" << i / n << "," << i % n << ") " << x[i] << " against " << y[i];
 }
 
+// C of at most one vector's columns (a classifier's logits) runs a narrow micro-kernel, with the bits the
+// full-width kernel gives those columns when C is wider: the same FMAs in the same order, on every target
+// (but SCALAR, which keeps the full-width kernels), over K blocks, rows in place and packed, and a C that
+// accumulates.
+TEST(HwyGemm, NarrowCIsTheWideKernelsColumnsBitForBit) {
+  static scratch_buffer scratch;
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  for (std::int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    gemm_blocking blocks = blocking_of();
+    blocks.kc = 100;
+    const std::size_t m = 5 * blocks.mr + 7, k = 233, wide = 3 * blocks.nr;
+    std::mt19937 gen(13);
+    const operand a = make_operand(m, k, dtype::f32, layout::row_major, gen);
+    const operand b = make_operand(k, wide, dtype::f32, layout::row_major, gen);
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{10}, std::size_t{16}}) {
+      SCOPED_TRACE(n);
+      std::vector<float> x(m * n, 0.5f), y(m * wide, 0.5f);
+      select_blocked_gemm()(a.view, b.view, 0, m, n, k, x.data(), n, scratch.p, blocks);
+      select_blocked_gemm()(a.view, b.view, 0, m, wide, k, y.data(), wide, scratch.p, blocks);
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+          ASSERT_EQ(0, std::memcmp(&x[i * n + j], &y[i * wide + j], sizeof(float))) << "C(" << i << "," << j << ") " << x[i * n + j] << " against " << y[i * wide + j];
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 TEST(HwyGemm, PackingOutsideTheLayoutIsRefused) {
   hwy::SetSupportedTargetsForTest(0);
   const float a = 1.0f, b = 2.0f;

@@ -340,41 +340,58 @@ inline void store_edge(const float* HWY_RESTRICT edge, float* HWY_RESTRICT c, st
 // acc(Rows x NR) = sum over kc >= 1 of a_panel(:, k) * b_panel(k, :), then C's first rows (<= Rows) x cols
 // = acc (first K block) or += acc. A's panel is packed (pack_a_f32: element (r, k) at a[k * MR + r]) or,
 // InPlace, read where it is, element (r, k) at a[k * a_k + r * a_row] (MR whole rows). Rows below MR serve
-// a last panel of few rows: its padding rows would cost as many FMAs as real ones.
-template <bool InPlace = false, std::size_t Rows = blocking::mr, bool BInPlace = false>
+// a last panel of few rows: its padding rows would cost as many FMAs as real ones. Narrow: C has at most one
+// vector's columns here (a classifier's 10 logits): the panel's second vector of B and of accumulators is
+// not computed.
+template <bool InPlace = false, std::size_t Rows = blocking::mr, bool BInPlace = false, bool Narrow = false>
 inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, float* c,
                              std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge,
                              std::size_t a_k = 0, std::size_t a_row = 0, std::size_t b_k = blocking::nr) {
   constexpr std::size_t mr = Rows, lanes = blocking::lanes, nr = blocking::nr;
-  static_assert(Rows <= blocking::mr && (!InPlace || Rows == blocking::mr));
+  static_assert(Rows <= blocking::mr && (!InPlace || Rows == blocking::mr) && !(Narrow && BInPlace));
   const std::size_t k_step = InPlace ? a_k : blocking::mr, row_step = InPlace ? a_row : 1;
   const std::size_t b_step = BInPlace ? b_k : nr;
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
-  V acc0[mr], acc1[mr];
+  V acc0[mr], acc1[Narrow ? 1 : mr];
   {  // the first k initialises the accumulators (rounded as an FMA onto zero would be)
     const V b0 = BInPlace ? hn::LoadU(d, b) : hn::Load(d, b);
-    const V b1 = BInPlace ? hn::LoadU(d, b + lanes) : hn::Load(d, b + lanes);
+    const V b1 = Narrow ? b0 : BInPlace ? hn::LoadU(d, b + lanes) : hn::Load(d, b + lanes);
     for (std::size_t r = 0; r < mr; ++r) {
       const V av = hn::Set(d, a[r * row_step]);
       acc0[r] = hn::Mul(av, b0);
-      acc1[r] = hn::Mul(av, b1);
+      if constexpr (!Narrow) acc1[r] = hn::Mul(av, b1);
     }
   }
   for (std::size_t k = 1; k < kc; ++k) {
     const V b0 = BInPlace ? hn::LoadU(d, b + k * b_step) : hn::Load(d, b + k * b_step);
-    const V b1 = BInPlace ? hn::LoadU(d, b + k * b_step + lanes) : hn::Load(d, b + k * b_step + lanes);
+    const V b1 = Narrow ? b0 : BInPlace ? hn::LoadU(d, b + k * b_step + lanes) : hn::Load(d, b + k * b_step + lanes);
     const float* HWY_RESTRICT ak = a + k * k_step;
-    if (k <= rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + (k - 1) * ldc, lanes, nr);
+    if (k <= rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + (k - 1) * ldc, lanes, Narrow ? lanes : nr);
     for (std::size_t r = 0; r < mr; ++r) {
       const V av = hn::Set(d, ak[r * row_step]);
       acc0[r] = hn::MulAdd(av, b0, acc0[r]);
-      acc1[r] = hn::MulAdd(av, b1, acc1[r]);
+      if constexpr (!Narrow) acc1[r] = hn::MulAdd(av, b1, acc1[r]);
     }
   }
   // Loops over the arrays in this function (not a helper taking them by reference, nor a lambda
   // capturing them): otherwise GCC 12 keeps the accumulators in memory and stores them on every k.
-  if (rows == mr && cols == nr) {
+  if constexpr (Narrow) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    // AVX-512's masked loads and stores touch only the columns in the mask (other targets' emulations
+    // load and store whole vectors, which would rewrite columns another thread owns).
+    const auto mask = hn::FirstN(d, cols);
+    for (std::size_t r = 0; r < mr; ++r) {
+      if (r >= rows) break;
+      float* HWY_RESTRICT cr = c + r * ldc;
+      hn::BlendedStore(first ? acc0[r] : hn::Add(hn::MaskedLoad(mask, d, cr), acc0[r]), mask, d, cr);
+    }
+#else
+    for (std::size_t r = 0; r < mr; ++r) hn::Store(acc0[r], d, edge + r * nr);
+    store_edge(edge, c, ldc, rows, cols, first);
+#endif
+    return;
+  } else if (rows == mr && cols == nr) {
     for (std::size_t r = 0; r < mr; ++r) store_row(d, acc0[r], acc1[r], c + r * ldc, first);
     return;
   }
@@ -403,6 +420,20 @@ inline void micro_tile(std::size_t i, std::size_t whole, std::size_t mc, std::si
                        const float* packed_a, const float* b, float* ci, std::size_t ldc, std::size_t cols, bool first, float* edge,
                        std::size_t b_k) {
   constexpr std::size_t mr = blocking::mr;
+  // Not on Highway's SCALAR target, whose MulAdd is `mul * x + add`: GCC contracts it into an FMA or not
+  // as inlining falls, and the narrow kernels changed that for the SCALAR product's other tiles (rounding
+  // them apart from the packed-B path's, which HwyGemm.PackedBIsTheBlockedKernelBitForBit forbids).
+  if constexpr (!BInPlace && HWY_TARGET != HWY_SCALAR) {
+    if (cols <= blocking::lanes) {
+      if (i < whole)
+        micro_kernel_f32<true, mr, false, true>(kc, a_block + i * a.row_stride, b, ci, ldc, mr, cols, first, edge, a.col_stride, a.row_stride);
+      else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 2)
+        micro_kernel_f32<false, mr, false, true>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge);
+      else
+        micro_kernel_f32<false, mr / 2, false, true>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge);
+      return;
+    }
+  }
   if (i < whole)
     micro_kernel_f32<true, mr, BInPlace>(kc, a_block + i * a.row_stride, b, ci, ldc, mr, cols, first, edge, a.col_stride, a.row_stride, b_k);
   else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2)
