@@ -1108,10 +1108,10 @@ class executor {
     const std::size_t stride = (per_pass * inner + 16) * 4;
     unsigned char* tiles = thread_scratch(t);
     const void** tile_of = tile_pointers(t);
+    const bool softmax = g.softmax.found() && softmax_rows_applies();
     for (std::size_t o = begin; o < end; o += per_pass) {
       const std::size_t rows = std::min(per_pass, end - o);
       if (o + rows < end) prefetch_streams(g, (o + rows) * inner, std::min(per_pass, end - o - rows) * inner);
-      const bool softmax = g.softmax.found() && softmax_rows_applies();
       for (int m = 0; m < kr.member_count; ++m) {
         if (softmax && m == g.softmax.first) {
           m = run_softmax(kr, g.softmax, o, rows, tiles, stride, tile_of);
@@ -1173,7 +1173,7 @@ class executor {
     const int* member = p_.members + kr.first_member;
     const int y = member[span.last];
     void* out = y == kr.root && span.last + 1 == kr.member_count
-                    ? static_cast<unsigned char*>(storage(y)) + o * kr.inner * 4
+                    ? static_cast<unsigned char*>(storage(y)) + o * kr.inner * sizeof(float)
                     : member_tile(kr, span.last, tiles, stride);
     const auto* x = static_cast<const float*>(operand_tile(kr, span.x, ir::dtype_code::f32, o * kr.inner, rows * kr.inner, tiles, tile_of));
     softmax_rows(nd(member[span.first]), nd(member[span.sum]), x, static_cast<float*>(out), rows, kr.inner);
