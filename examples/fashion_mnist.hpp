@@ -39,7 +39,7 @@ struct options {
   std::string model = "mlp";
   int epochs = 10;
   int batch_size = 128;
-  float learning_rate = 1e-3f;
+  float learning_rate = 0;  // 0 until parse gives the flag's value or the model's default
   std::string precision = "f32";
   std::uint32_t seed = 0;
   std::string data_dir;

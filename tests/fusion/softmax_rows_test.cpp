@@ -79,6 +79,11 @@ TEST(SoftmaxRows, OneRoutineGivesTheMembersBits) {
   check_shape<5, 1008>(4, 30);    // 63 vectors
   check_shape<3, 5, 64>(5, 200);  // rows over two axes; e^x underflows to 0 in most of each row
   check_shape<128, 256>(6, 1);
+  // Odd row counts (one, 127, 1000: each thread's share of rows uneven) and a prime x a prime of vectors.
+  check_shape<1, 16>(7, 10);
+  check_shape<127, 32>(8, 20);
+  check_shape<1000, 16>(9, 10);
+  check_shape<13, 17 * 16>(10, 50);
 }
 
 TEST(SoftmaxRows, RunsOnlyWhereItsConditionsHold) {
