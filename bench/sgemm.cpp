@@ -3,12 +3,11 @@
 // main sets them and re-executes itself before OpenBLAS initialises, unless the caller set them) and the
 // measured FMA peak, each ratio from the same run (race.hpp). oneDNN runs with OpenMP's defaults.
 //
-//   sgemm_2t<N>  tessel::jit(matmul) on the host pool (2 threads here: one per CPU of the affinity
-//                mask) vs the peers on 2 threads.
-//   sgemm_1t<N>  one thread. The pool's size is fixed for the process (TESSEL_NUM_THREADS is read once),
-//                so this runs what jit's contraction kernel runs, on the calling thread: B packed once
-//                (kernels::hwy_gemm_pack_b), then the executor's GEMM per block of MC rows straight into C
-//                (a product with no epilogue is stored where it is made), vs the peers on 1 thread.
+//   sgemm_2t<N>  tessel::jit(matmul) on a host pool of two threads vs the peers on 2 threads.
+//   sgemm_1t<N>  tessel::jit(matmul) on a host pool of one thread vs the peers on 1 thread.
+// The pool's size is fixed for the process (TESSEL_NUM_THREADS, read once), so each family needs its own
+// run: `TESSEL_NUM_THREADS=1 bench_sgemm --benchmark_filter=1t` and `TESSEL_NUM_THREADS=2 bench_sgemm
+// --benchmark_filter=2t` (bench/run_all does both); a row whose pool has another size says so and skips.
 #include <benchmark/benchmark.h>
 
 #include <cblas.h>
@@ -20,12 +19,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <new>
 #include <random>
 #include <utility>
 
-#include <tessel/kernels/gemm.hpp>
+#include <tessel/kernels/thread_pool.hpp>
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 #include <tessel/jit.hpp>
@@ -62,36 +59,25 @@ void openblas_sgemm(std::size_t n, int threads, const float* a, const float* b, 
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d, d, d, 1.0f, a, d, b, d, 0.0f, c, d);
 }
 
-struct aligned_floats {
-  explicit aligned_floats(std::size_t n) : p(static_cast<float*>(::operator new(n * sizeof(float), std::align_val_t{64}))) {}
-  ~aligned_floats() { ::operator delete(p, std::align_val_t{64}); }
-  aligned_floats(const aligned_floats&) = delete;
-  aligned_floats& operator=(const aligned_floats&) = delete;
-  float* p;
-};
-
-// What jit's contraction kernel does for C = A B, on one thread: B packed once, then each block of MC
-// rows multiplied into its rows of C.
-void tessel_kernel(std::size_t n, const float* a, const float* b, float* c, float* scratch, float* packed) {
-  namespace k = tessel::kernels;
-  const k::matrix_view av{a, n, 1, false}, bv{b, n, 1, false};
-  const k::gemm_blocking blocks = k::blocking_of();
-  const k::packed_b_layout layout = k::hwy_gemm_packed_b_layout(av, bv, n, n, blocks);
-  k::hwy_gemm_pack_b(bv, n, n, blocks, layout, 0, layout.panels, packed);
-  for (std::size_t m0 = 0; m0 < n; m0 += blocks.mc) {
-    const std::size_t m1 = std::min(n, m0 + blocks.mc);
-    k::hwy_gemm_rows_packed(av, packed, layout, m0, m1, n, n, c + m0 * n, n, scratch, blocks);
-  }
-}
-
 double max_relative_difference(const float* x, const float* y, std::size_t count) {
   double most = 0;
   for (std::size_t i = 0; i < count; ++i) most = std::max(most, std::abs(static_cast<double>(x[i]) - y[i]) / (1 + std::abs(y[i])));
   return most;
 }
 
+// Whether jit runs on a pool of `threads` threads here; if not, the row is skipped with the setting it needs.
+bool pool_has(benchmark::State& state, std::size_t threads) {
+  const std::size_t size = tessel::kernels::thread_pool::host().size();
+  if (size == threads) return true;
+  const std::string why = "jit's host pool has " + std::to_string(size) + " thread(s) here; this row needs " +
+                          std::to_string(threads) + ": run with TESSEL_NUM_THREADS=" + std::to_string(threads);
+  state.SkipWithError(why.c_str());
+  return false;
+}
+
 template <std::size_t N>
 void sgemm_2t(benchmark::State& state) {
+  if (!pool_has(state, 2)) return;
   using sq = shape<N, N>;
   const auto a = random_tensor<tensor<float, sq>>(1);
   const auto b = random_tensor<tensor<float, sq>>(2);
@@ -128,21 +114,22 @@ void sgemm_2t(benchmark::State& state) {
 
 template <std::size_t N>
 void sgemm_1t(benchmark::State& state) {
+  if (!pool_has(state, 1)) return;
   using sq = shape<N, N>;
   const auto a = random_tensor<tensor<float, sq>>(1);
   const auto b = random_tensor<tensor<float, sq>>(2);
-  tensor<float, sq> c0, c1, c2;
-  aligned_floats scratch(tessel::kernels::gemm_scratch_floats());
-  const std::size_t nr = tessel::kernels::blocking_of().nr;
-  aligned_floats packed((N + nr - 1) / nr * nr * N);
+  tensor<float, sq> c1, c2;
   const double flops = 2.0 * N * N * N;
   const double peak_flops = std::max(flops, 1e9);
-  auto ours = [&] { tessel_kernel(N, a.data(), b.data(), c0.data(), scratch.p, packed.p); };
+  auto ours = [&] {
+    auto y = jit(matmul_op)(a, b);
+    benchmark::DoNotOptimize(y.data());
+  };
   {
-    ours();
+    const auto y = jit(matmul_op)(a, b);
     onednn_sgemm(N, 1, a.data(), b.data(), c1.data());
     openblas_sgemm(N, 1, a.data(), b.data(), c2.data());
-    if (max_relative_difference(c0.data(), c1.data(), N * N) > 1e-3 || max_relative_difference(c2.data(), c1.data(), N * N) > 1e-3)
+    if (max_relative_difference(y.data(), c1.data(), N * N) > 1e-3 || max_relative_difference(c2.data(), c1.data(), N * N) > 1e-3)
       state.SkipWithError("tessel, oneDNN and OpenBLAS disagree");
   }
   const int reps = tessel_bench::reps_for(tessel_bench::time_once(ours));
