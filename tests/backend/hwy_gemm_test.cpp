@@ -278,17 +278,21 @@ TEST(HwyGemm, PackedBIsTheBlockedKernelBitForBit) {
 // read where it is instead of packed: the same products in the same order, so the result is the packed
 // path's bit for bit. Blocks of one panel read A in place (f32: rows of A and A^T; bf16 with vdpbf16ps:
 // rows of A, whose stride here is odd, so pairs lie 2 bytes from a 4-byte boundary; the last 5 rows,
-// short of a register block, packed); one block of all 24 packs it. K of 301 in blocks of 100 ends with
-// an odd block, which vdpbf16ps packs (its last pair would read past the row). The operands' NaN padding
-// must not be read.
+// short of a register block, packed, but for f32 rows of A ending in 2/3 or 1/3 of one (m0 below), read
+// in place by a kernel of that many rows); one block of all 24 packs it. K of 301 in blocks of 100 ends
+// with an odd block, which vdpbf16ps packs (its last pair would read past the row). A last block of 10
+// columns (n + 10) runs the narrow kernel where A is packed, the wide one on a last panel read in place.
+// The operands' NaN padding must not be read.
 TEST(HwyGemm, AReadInPlaceIsPackedABitForBit) {
   static scratch_buffer scratch;
   const gemm_blocking own = blocking_of();
-  const std::size_t m = 3 * own.mr + 5, n = 24 * own.nr, k = 301;
-  ASSERT_GE(own.nc, n);
+  const std::size_t m = 3 * own.mr + 5, k = 301;
+  const std::size_t two_thirds = own.mr + 5 - own.mr / 3 * 2, one_third = 5 - own.mr / 3;  // m - m0: 2 MR + 2/3, 3 MR + 1/3
   const bf16_products before = hwy_gemm_set_bf16_products(bf16_products::dpbf16);
   std::mt19937 gen(11);
+  for (const std::size_t n : {24 * own.nr, 24 * own.nr + 10})
   for (dtype t : {dtype::f32, dtype::bf16}) {
+    ASSERT_GE(own.nc, n);
     const operand b = make_operand(k, n, t, layout::row_major, gen);
     for (layout l : {layout::row_major, layout::transposed}) {
       const operand a = make_operand(m, k, t, l, gen);
@@ -296,13 +300,13 @@ TEST(HwyGemm, AReadInPlaceIsPackedABitForBit) {
       in_place.nc = own.nr;
       packed.nc = n;
       in_place.kc = packed.kc = 100;
-      for (std::size_t m0 : {std::size_t{0}, std::size_t{7}}) {
+      for (std::size_t m0 : {std::size_t{0}, std::size_t{7}, two_thirds, one_third}) {
         std::vector<float> x((m - m0) * n), y((m - m0) * n);
         select_blocked_gemm()(a.view, b.view, m0, m, n, k, x.data(), n, scratch.p, in_place);
         select_blocked_gemm()(a.view, b.view, m0, m, n, k, y.data(), n, scratch.p, packed);
         for (std::size_t i = 0; i < x.size(); ++i)
           ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float)))
-              << (t == dtype::bf16 ? "bf16 " : "f32 ") << (l == layout::row_major ? "A" : "A^T") << ", m0 " << m0 << ", C("
+              << (t == dtype::bf16 ? "bf16 " : "f32 ") << (l == layout::row_major ? "A" : "A^T") << ", n " << n << ", m0 " << m0 << ", C("
               << m0 + i / n << "," << i % n << ") " << x[i] << " against " << y[i];
       }
     }

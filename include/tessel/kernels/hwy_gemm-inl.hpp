@@ -356,7 +356,7 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
                              std::size_t ldc, std::size_t rows, std::size_t cols, bool first, float* edge,
                              std::size_t a_k = 0, std::size_t a_row = 0, std::size_t b_k = blocking::nr) {
   constexpr std::size_t mr = Rows, lanes = blocking::lanes, nr = blocking::nr;
-  static_assert(Rows <= blocking::mr && (!InPlace || Rows == blocking::mr) && !(Narrow && BInPlace));
+  static_assert(Rows <= blocking::mr && !(Narrow && BInPlace));
   const std::size_t k_step = InPlace ? a_k : blocking::mr, row_step = InPlace ? a_row : 1;
   const std::size_t b_step = BInPlace ? b_k : nr;
   const hn::ScalableTag<float> d;
@@ -377,9 +377,9 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
   // K 128 in L1 ran at 0.89 of the FMA peak that way, 0.94 this way, as fast as from a packed panel (AMD
   // EPYC Zen 4). Not on the SCALAR target (see micro_tile), whose code stays as it was.
   constexpr bool grouped = InPlace && HWY_TARGET != HWY_SCALAR;
-  static_assert(!grouped || mr % 3 == 0);
-  const float* HWY_RESTRICT base[grouped ? mr / 3 : 1];
-  for (std::size_t q = 0; q < (grouped ? mr / 3 : 1); ++q) base[q] = a + 3 * q * row_step;
+  constexpr std::size_t group = mr % 3 == 0 ? 3 : mr % 2 == 0 ? 2 : 1;
+  const float* HWY_RESTRICT base[grouped ? mr / group : 1];
+  for (std::size_t q = 0; q < (grouped ? mr / group : 1); ++q) base[q] = a + group * q * row_step;
   std::size_t row = row_step;
   for (std::size_t k = 1; k < kc; ++k) {
     const V b0 = BInPlace ? hn::LoadU(d, b + k * b_step) : hn::Load(d, b + k * b_step);
@@ -388,7 +388,7 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
     if (k <= rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + (k - 1) * ldc, lanes, Narrow ? lanes : nr);
     if constexpr (grouped) TESSEL_HWY_GEMM_OPAQUE(row);
     for (std::size_t r = 0; r < mr; ++r) {
-      const V av = hn::Set(d, grouped ? base[r / 3][k * k_step + r % 3 * row] : ak[r * row_step]);
+      const V av = hn::Set(d, grouped ? base[r / group][k * k_step + r % group * row] : ak[r * row_step]);
       acc0[r] = hn::MulAdd(av, b0, acc0[r]);
       if constexpr (!Narrow) acc1[r] = hn::MulAdd(av, b1, acc1[r]);
     }
@@ -432,6 +432,12 @@ inline bool reads_b_in_place_target(const matrix_view& b, std::size_t rows, std:
          b.row_stride * sizeof(float) % this_machine().l1d_alias_bytes != 0;
 }
 
+// Whether the last rows of an MC block whose whole panels A gives in place (tail of them) are read in place
+// too, by a kernel of exactly that many rows, rather than packed.
+inline bool tail_in_place(const matrix_view& a, std::size_t tail) {
+  return HWY_TARGET != HWY_SCALAR && a.col_stride == 1 && (tail == blocking::mr / 3 * 2 || tail == blocking::mr / 3);
+}
+
 // The micro-tile of rows [i, i + MR) of an MC block: A in place below `whole`, else packed (a last panel of
 // few rows by a kernel of fewer rows).
 template <bool BInPlace>
@@ -439,11 +445,12 @@ inline void micro_tile(std::size_t i, std::size_t whole, std::size_t mc, std::si
                        const float* packed_a, const float* b, float* ci, std::size_t ldc, std::size_t cols, bool first, float* edge,
                        std::size_t b_k) {
   constexpr std::size_t mr = blocking::mr;
+  const bool tail = i >= whole && a_block != nullptr && tail_in_place(a, mc - whole);  // not packed
   // Not on Highway's SCALAR target, whose MulAdd is `mul * x + add`: GCC contracts it into an FMA or not
   // as inlining falls, and the narrow kernels changed that for the SCALAR product's other tiles (rounding
   // them apart from the packed-B path's, which HwyGemm.PackedBIsTheBlockedKernelBitForBit forbids).
   if constexpr (!BInPlace && HWY_TARGET != HWY_SCALAR) {
-    if (cols <= blocking::lanes) {
+    if (cols <= blocking::lanes && !tail) {
       if (i < whole)
         micro_kernel_f32<true, mr, false, true>(kc, a_block + i * a.row_stride, b, ci, ldc, mr, cols, first, edge, a.col_stride, a.row_stride);
       else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 2)
@@ -455,6 +462,10 @@ inline void micro_tile(std::size_t i, std::size_t whole, std::size_t mc, std::si
   }
   if (i < whole)
     micro_kernel_f32<true, mr, BInPlace>(kc, a_block + i * a.row_stride, b, ci, ldc, mr, cols, first, edge, a.col_stride, a.row_stride, b_k);
+  else if (tail && mc - i == mr / 3 * 2)
+    micro_kernel_f32<true, mr / 3 * 2, BInPlace>(kc, a_block + i * a.row_stride, b, ci, ldc, mr / 3 * 2, cols, first, edge, a.col_stride, a.row_stride, b_k);
+  else if (tail)
+    micro_kernel_f32<true, mr / 3, BInPlace>(kc, a_block + i * a.row_stride, b, ci, ldc, mr / 3, cols, first, edge, a.col_stride, a.row_stride, b_k);
   else if (const std::size_t rows = std::min(mr, mc - i); rows > mr / 3 * 2)
     micro_kernel_f32<false, mr, BInPlace>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge, 0, 0, b_k);
   else if (rows > mr / 3)
@@ -498,8 +509,9 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
       const bool in_place = !a.bf16 && panels <= blocking::a_in_place_panels && (rows_in_place || columns_in_place);
       for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
         const std::size_t mc = std::min(mc_max, m1 - i0), whole = in_place ? mc / mr * mr : 0;
-        if (whole < mc) pack_a_f32(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kc);
-        const float* a_block = whole > 0 ? f32_data(a) + i0 * a.row_stride + p0 * a.col_stride : nullptr;
+        const bool tail = in_place && tail_in_place(a, mc - whole);
+        if (whole < mc && !tail) pack_a_f32(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kc);
+        const float* a_block = in_place ? f32_data(a) + i0 * a.row_stride + p0 * a.col_stride : nullptr;
         for (std::size_t j = 0; j < nc; j += nr)
           for (std::size_t i = 0; i < mc; i += mr) {
             float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
