@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -324,6 +325,19 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
   }
 }
 
+// add + mul * x, rounded once, on every target. Highway's SCALAR MulAdd is `mul * x + add`, which GCC
+// (-ffp-contract=fast, FMA in the baseline flags) made one FMA or two roundings as inlining fell, so that
+// two kernels of the same products could round apart: std::fma says which.
+template <class V>
+HWY_INLINE V fused_mul_add(V mul, V x, V add) {
+#if HWY_TARGET == HWY_SCALAR
+  const hn::DFromV<V> d;
+  return hn::Set(d, std::fma(hn::GetLane(mul), hn::GetLane(x), hn::GetLane(add)));
+#else
+  return hn::MulAdd(mul, x, add);
+#endif
+}
+
 // One row of a tile to C: C = acc on the first K block, C += acc after.
 template <class D, class V>
 HWY_INLINE void store_row(D d, V v0, V v1, float* HWY_RESTRICT cr, bool first) {
@@ -371,26 +385,25 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
       if constexpr (!Narrow) acc1[r] = hn::Mul(av, b1);
     }
   }
-  // A in place: row 3q + s read at base[q] + s * row, with `row` opaque in the loop, so that each row is
-  // addressed as a base plus an index register. Left to itself GCC 12 keeps MR row pointers, more than
+  // A in place: row g q + s read at base[q] + s * row (g = 3 rows a base, 2 for a kernel of 8 or 4 rows),
+  // with `row` opaque in the loop, so that each row is addressed as a base plus an index register. Left to itself GCC 12 keeps MR row pointers, more than
   // the general registers free beside the loop's own, and reloads the spilled ones every k: 12 x 32 over
   // K 128 in L1 ran at 0.89 of the FMA peak that way, 0.94 this way, as fast as from a packed panel (AMD
-  // EPYC Zen 4). Not on the SCALAR target (see micro_tile), whose code stays as it was.
-  constexpr bool grouped = InPlace && HWY_TARGET != HWY_SCALAR;
+  // EPYC Zen 4).
   constexpr std::size_t group = mr % 3 == 0 ? 3 : mr % 2 == 0 ? 2 : 1;
-  const float* HWY_RESTRICT base[grouped ? mr / group : 1];
-  for (std::size_t q = 0; q < (grouped ? mr / group : 1); ++q) base[q] = a + group * q * row_step;
+  const float* HWY_RESTRICT base[InPlace ? mr / group : 1];
+  for (std::size_t q = 0; q < (InPlace ? mr / group : 1); ++q) base[q] = a + group * q * row_step;
   std::size_t row = row_step;
   for (std::size_t k = 1; k < kc; ++k) {
     const V b0 = BInPlace ? hn::LoadU(d, b + k * b_step) : hn::Load(d, b + k * b_step);
     const V b1 = Narrow ? b0 : BInPlace ? hn::LoadU(d, b + k * b_step + lanes) : hn::Load(d, b + k * b_step + lanes);
     const float* HWY_RESTRICT ak = a + k * k_step;
     if (k <= rows) TESSEL_HWY_GEMM_PREFETCH_ROW(c + (k - 1) * ldc, lanes, Narrow ? lanes : nr);
-    if constexpr (grouped) TESSEL_HWY_GEMM_OPAQUE(row);
+    if constexpr (InPlace) TESSEL_HWY_GEMM_OPAQUE(row);
     for (std::size_t r = 0; r < mr; ++r) {
-      const V av = hn::Set(d, grouped ? base[r / group][k * k_step + r % group * row] : ak[r * row_step]);
-      acc0[r] = hn::MulAdd(av, b0, acc0[r]);
-      if constexpr (!Narrow) acc1[r] = hn::MulAdd(av, b1, acc1[r]);
+      const V av = hn::Set(d, InPlace ? base[r / group][k * k_step + r % group * row] : ak[r * row_step]);
+      acc0[r] = fused_mul_add(av, b0, acc0[r]);
+      if constexpr (!Narrow) acc1[r] = fused_mul_add(av, b1, acc1[r]);
     }
   }
   // Loops over the arrays in this function (not a helper taking them by reference, nor a lambda
@@ -435,7 +448,7 @@ inline bool reads_b_in_place_target(const matrix_view& b, std::size_t rows, std:
 // Whether the last rows of an MC block whose whole panels A gives in place (tail of them) are read in place
 // too, by a kernel of exactly that many rows, rather than packed.
 inline bool tail_in_place(const matrix_view& a, std::size_t tail) {
-  return HWY_TARGET != HWY_SCALAR && a.col_stride == 1 && (tail == blocking::mr / 3 * 2 || tail == blocking::mr / 3);
+  return a.col_stride == 1 && (tail == blocking::mr / 3 * 2 || tail == blocking::mr / 3);
 }
 
 // The micro-tile of rows [i, i + MR) of an MC block: A in place below `whole`, else packed (a last panel of
@@ -446,10 +459,7 @@ inline void micro_tile(std::size_t i, std::size_t whole, std::size_t mc, std::si
                        std::size_t b_k) {
   constexpr std::size_t mr = blocking::mr;
   const bool tail = i >= whole && a_block != nullptr && tail_in_place(a, mc - whole);  // not packed
-  // Not on Highway's SCALAR target, whose MulAdd is `mul * x + add`: GCC contracts it into an FMA or not
-  // as inlining falls, and the narrow kernels changed that for the SCALAR product's other tiles (rounding
-  // them apart from the packed-B path's, which HwyGemm.PackedBIsTheBlockedKernelBitForBit forbids).
-  if constexpr (!BInPlace && HWY_TARGET != HWY_SCALAR) {
+  if constexpr (!BInPlace) {
     if (cols <= blocking::lanes && !tail) {
       if (i < whole)
         micro_kernel_f32<true, mr, false, true>(kc, a_block + i * a.row_stride, b, ci, ldc, mr, cols, first, edge, a.col_stride, a.row_stride);
