@@ -361,7 +361,7 @@ inline void store_edge(const float* HWY_RESTRICT edge, float* HWY_RESTRICT c, st
 
 // acc(Rows x NR) = sum over kc >= 1 of a_panel(:, k) * b_panel(k, :), then C's first rows (<= Rows) x cols
 // = acc (first K block) or += acc. A's panel is packed (pack_a_f32: element (r, k) at a[k * MR + r]) or,
-// InPlace, read where it is, element (r, k) at a[k * a_k + r * a_row] (MR whole rows). Rows below MR serve
+// InPlace, read where it is, element (r, k) at a[k * a_k + r * a_row] (Rows whole rows). Rows below MR serve
 // a last panel of few rows: its padding rows would cost as many FMAs as real ones. Narrow: C has at most one
 // vector's columns here (a classifier's 10 logits): the panel's second vector of B and of accumulators is
 // not computed.
@@ -386,10 +386,10 @@ inline void micro_kernel_f32(std::size_t kc, const float* HWY_RESTRICT a, const 
     }
   }
   // A in place: row g q + s read at base[q] + s * row (g = 3 rows a base, 2 for a kernel of 8 or 4 rows),
-  // with `row` opaque in the loop, so that each row is addressed as a base plus an index register. Left to itself GCC 12 keeps MR row pointers, more than
-  // the general registers free beside the loop's own, and reloads the spilled ones every k: 12 x 32 over
-  // K 128 in L1 ran at 0.89 of the FMA peak that way, 0.94 this way, as fast as from a packed panel (AMD
-  // EPYC Zen 4).
+  // with `row` opaque in the loop, so that each row is addressed as a base plus an index register. Left
+  // to itself GCC 12 keeps a pointer per row, more than the general registers free beside the loop's own,
+  // and reloads the spilled ones every k: 12 x 32 over K 128 in L1 ran at 0.89 of the FMA peak that way,
+  // 0.94 this way, as fast as from a packed panel (AMD EPYC Zen 4).
   constexpr std::size_t group = mr % 3 == 0 ? 3 : mr % 2 == 0 ? 2 : 1;
   const float* HWY_RESTRICT base[InPlace ? mr / group : 1];
   for (std::size_t q = 0; q < (InPlace ? mr / group : 1); ++q) base[q] = a + group * q * row_step;
@@ -506,11 +506,12 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
       const std::size_t stride = packed != nullptr ? panel_floats : b_in_place ? nr : kc * nr;
       const std::size_t b_k = b_in_place ? b.row_stride : nr;
       if (packed == nullptr && !b_in_place) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
-      // An f32 A read by few panels of B is read in place, but for a last panel of fewer than MR rows:
-      // packed, each element fed as many FMAs as its packing cost (AMD EPYC Zen 4, one thread, 256 x 256
-      // by 256 x 32 ran at 0.77x dnnl_sgemm with A packed). Rows of A not where they lie a multiple of the
-      // L1's set stride apart, all in one set (512 x 1024 by 1024 x 256: in place 94 GFLOP/s, packed 101;
-      // K = 1040 in place 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps,
+      // An f32 A read by few panels of B is read in place: each element feeds about as many FMAs as
+      // packing it costs (AMD EPYC Zen 4, one thread, 256 x 256 by 256 x 32 ran at 0.77x dnnl_sgemm with
+      // A packed). A last panel of fewer than MR rows is packed, unless it is 2/3 or 1/3 of MR rows
+      // (tail_in_place; 128^3 on one thread, 10 panels and 8 rows: 38.6 -> 37.9 us). Rows of A not where
+      // they lie a multiple of the L1's set stride apart, all in one set (512 x 1024 by 1024 x 256: in place
+      // 94 GFLOP/s, packed 101; K = 1040 in place 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps,
       // M floats apart, must stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few
       // sets (512 x 1024 by 1024 x 128 from A^T: in place 94, packed 100).
       const std::size_t panels = (nc + nr - 1) / nr;
