@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <utility>
 
 #include <tessel/kernels/thread_pool.hpp>

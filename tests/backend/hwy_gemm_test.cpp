@@ -290,24 +290,25 @@ TEST(HwyGemm, AReadInPlaceIsPackedABitForBit) {
   const std::size_t two_thirds = own.mr + 5 - own.mr / 3 * 2, one_third = 5 - own.mr / 3;  // m - m0: 2 MR + 2/3, 3 MR + 1/3
   const bf16_products before = hwy_gemm_set_bf16_products(bf16_products::dpbf16);
   std::mt19937 gen(11);
-  for (const std::size_t n : {24 * own.nr, 24 * own.nr + 10})
-  for (dtype t : {dtype::f32, dtype::bf16}) {
-    ASSERT_GE(own.nc, n);
-    const operand b = make_operand(k, n, t, layout::row_major, gen);
-    for (layout l : {layout::row_major, layout::transposed}) {
-      const operand a = make_operand(m, k, t, l, gen);
-      gemm_blocking in_place = own, packed = own;
-      in_place.nc = own.nr;
-      packed.nc = n;
-      in_place.kc = packed.kc = 100;
-      for (std::size_t m0 : {std::size_t{0}, std::size_t{7}, two_thirds, one_third}) {
-        std::vector<float> x((m - m0) * n), y((m - m0) * n);
-        select_blocked_gemm()(a.view, b.view, m0, m, n, k, x.data(), n, scratch.p, in_place);
-        select_blocked_gemm()(a.view, b.view, m0, m, n, k, y.data(), n, scratch.p, packed);
-        for (std::size_t i = 0; i < x.size(); ++i)
-          ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float)))
-              << (t == dtype::bf16 ? "bf16 " : "f32 ") << (l == layout::row_major ? "A" : "A^T") << ", n " << n << ", m0 " << m0 << ", C("
-              << m0 + i / n << "," << i % n << ") " << x[i] << " against " << y[i];
+  for (const std::size_t n : {24 * own.nr, 24 * own.nr + 10}) {
+    for (dtype t : {dtype::f32, dtype::bf16}) {
+      ASSERT_GE(own.nc, n);
+      const operand b = make_operand(k, n, t, layout::row_major, gen);
+      for (layout l : {layout::row_major, layout::transposed}) {
+        const operand a = make_operand(m, k, t, l, gen);
+        gemm_blocking in_place = own, packed = own;
+        in_place.nc = own.nr;
+        packed.nc = n;
+        in_place.kc = packed.kc = 100;
+        for (std::size_t m0 : {std::size_t{0}, std::size_t{7}, two_thirds, one_third}) {
+          std::vector<float> x((m - m0) * n), y((m - m0) * n);
+          select_blocked_gemm()(a.view, b.view, m0, m, n, k, x.data(), n, scratch.p, in_place);
+          select_blocked_gemm()(a.view, b.view, m0, m, n, k, y.data(), n, scratch.p, packed);
+          for (std::size_t i = 0; i < x.size(); ++i)
+            ASSERT_EQ(0, std::memcmp(&x[i], &y[i], sizeof(float)))
+                << (t == dtype::bf16 ? "bf16 " : "f32 ") << (l == layout::row_major ? "A" : "A^T") << ", n " << n << ", m0 " << m0
+                << ", C(" << m0 + i / n << "," << i % n << ") " << x[i] << " against " << y[i];
+        }
       }
     }
   }

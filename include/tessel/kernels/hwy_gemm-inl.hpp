@@ -452,13 +452,13 @@ inline bool tail_in_place(const matrix_view& a, std::size_t tail) {
 }
 
 // The micro-tile of rows [i, i + MR) of an MC block: A in place below `whole`, else packed (a last panel of
-// few rows by a kernel of fewer rows).
+// few rows by a kernel of fewer rows), or in place too where `tail_in_place` held for the rows past `whole`.
 template <bool BInPlace>
-inline void micro_tile(std::size_t i, std::size_t whole, std::size_t mc, std::size_t kc, const float* a_block, const matrix_view& a,
-                       const float* packed_a, const float* b, float* ci, std::size_t ldc, std::size_t cols, bool first, float* edge,
-                       std::size_t b_k) {
+inline void micro_tile(std::size_t i, std::size_t whole, bool tail_too, std::size_t mc, std::size_t kc, const float* a_block,
+                       const matrix_view& a, const float* packed_a, const float* b, float* ci, std::size_t ldc, std::size_t cols,
+                       bool first, float* edge, std::size_t b_k) {
   constexpr std::size_t mr = blocking::mr;
-  const bool tail = i >= whole && a_block != nullptr && tail_in_place(a, mc - whole);  // not packed
+  const bool tail = tail_too && i >= whole;  // these rows are not packed
   if constexpr (!BInPlace) {
     if (cols <= blocking::lanes && !tail) {
       if (i < whole)
@@ -527,8 +527,8 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
           for (std::size_t i = 0; i < mc; i += mr) {
             float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
             const std::size_t cols = std::min(nr, nc - j);
-            if (b_in_place) micro_tile<true>(i, whole, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
-            else micro_tile<false>(i, whole, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
+            if (b_in_place) micro_tile<true>(i, whole, tail, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
+            else micro_tile<false>(i, whole, tail, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
           }
       }
     }
