@@ -506,14 +506,14 @@ inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_
       const std::size_t stride = packed != nullptr ? panel_floats : b_in_place ? nr : kc * nr;
       const std::size_t b_k = b_in_place ? b.row_stride : nr;
       if (packed == nullptr && !b_in_place) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
-      // An f32 A read by few panels of B is read in place: each element feeds about as many FMAs as
-      // packing it costs (AMD EPYC Zen 4, one thread, 256 x 256 by 256 x 32 ran at 0.77x dnnl_sgemm with
-      // A packed). A last panel of fewer than MR rows is packed, unless it is 2/3 or 1/3 of MR rows
-      // (tail_in_place; 128^3 on one thread, 10 panels and 8 rows: 38.6 -> 37.9 us). Rows of A not where
-      // they lie a multiple of the L1's set stride apart, all in one set (512 x 1024 by 1024 x 256: in place
-      // 94 GFLOP/s, packed 101; K = 1040 in place 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps,
-      // M floats apart, must stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few
-      // sets (512 x 1024 by 1024 x 128 from A^T: in place 94, packed 100).
+      // An f32 A read by few panels of B is read in place: each element feeds about as many FMAs as packing it
+      // costs (AMD EPYC Zen 4, one thread, 256 x 256 by 256 x 32 ran at 0.77x dnnl_sgemm with A packed). A last
+      // panel of fewer than MR rows is packed, unless it is 2/3 or 1/3 of MR rows (tail_in_place; 128^3 on one
+      // thread, 10 panels and 8 rows: 38.6 -> 37.9 us). Rows of A not where they lie a multiple of the L1's set
+      // stride apart, all in one set (512 x 1024 by 1024 x 256: in place 94 GFLOP/s, packed 101; K = 1040 in place
+      // 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps, M floats apart, must
+      // stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few sets (512 x 1024 by 1024 x
+      // 128 from A^T: in place 94, packed 100).
       const std::size_t panels = (nc + nr - 1) / nr;
       const bool rows_in_place = a.col_stride == 1 && a.row_stride * sizeof(float) % l1_alias != 0;
       const bool columns_in_place = a.row_stride == 1 && panels == 1;
