@@ -1,8 +1,8 @@
 # Helpers that register tessel's tests with CTest, each under one capability label:
-# core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard.
+# core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle.
 include(GoogleTest)
 
-set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard)
+set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle)
 
 # tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY])
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.

@@ -1,0 +1,189 @@
+"""JAX's side of every oracle case: the function, in jax.numpy and lax, and the bounds tessel's results
+must meet against it. A case of the C++ binaries names its function here (the part of its label before '@').
+
+Bounds, as JAX's own lax tests state theirs:
+  ulp    values and vmap: units in the last place of the output's dtype ({"f32": n, "bf16": n});
+         integer and pred outputs are always compared exactly.
+  rtol   derivatives (vjp, jvp), and values and vmap of functions that sum (sums=True: reductions,
+         contractions, pooling), which XLA may add in another order:
+         |tessel - JAX| <= rtol * (|JAX| + mean |JAX|) at every element.
+NaN must meet NaN and an infinity the same infinity in every comparison.
+"""
+from dataclasses import dataclass, field
+from typing import Callable
+
+import jax.numpy as jnp
+from jax import lax
+import numpy as np
+import scipy.special as sp
+
+
+@dataclass
+class Case:
+    fn: Callable
+    suite: str
+    ulp: dict = field(default_factory=lambda: {"f32": 0, "bf16": 0})
+    rtol: dict = field(default_factory=lambda: {"f32": 1e-6, "bf16": 1e-2})
+    # values and vmap by rtol, not ULP: the function adds many terms (XLA may add them in another order) or
+    # iterates (a scan's steps compound their few ULP)
+    sums: bool = False
+    ieee: Callable = None  # the function in float64 NumPy/SciPy: the reference where XLA flushes subnormals
+
+    def ulp_for(self, dtype):
+        return self.ulp[dtype]
+
+    def rtol_for(self, dtype):
+        return self.rtol[dtype]
+
+
+CASES = {}
+
+
+def case(name, fn, suite, **bounds):
+    CASES[name] = Case(fn, suite, **bounds)
+
+
+def ulp(f32, bf16=1):
+    return {"f32": f32, "bf16": bf16}
+
+
+def rtol(f32, bf16=1e-2):
+    return {"f32": f32, "bf16": bf16}
+
+
+# ---- elementwise unary (unary_cases.cpp) -------------------------------------------------------------
+# The f32 bounds are those of tessel's approximations (prim/<name>.hpp states each against a double
+# reference) plus XLA:CPU's own, measured here against each other. The derivatives' rtol is 1e-6 except
+# where the derivative cancels: tanh's 1 - tanh^2 and logistic's s (1 - s) at large |x|, where a few ULP of
+# the value become 1e-5 relative.
+P = "primitives"
+U = P
+case("abs", lax.abs, U, ieee=np.abs)
+case("neg", lax.neg, U, ieee=np.negative)
+case("floor", lax.floor, U, ieee=np.floor)
+case("sign", lax.sign, U, ieee=np.sign)
+case("sqrt", lax.sqrt, U, ulp=ulp(1), ieee=np.sqrt)
+case("rsqrt", lax.rsqrt, U, ulp=ulp(2), ieee=lambda x: 1 / np.sqrt(x))
+case("cbrt", lax.cbrt, U, ulp=ulp(2), ieee=np.cbrt)
+case("exp", lax.exp, U, ulp=ulp(2), ieee=np.exp)
+case("expm1", lax.expm1, U, ulp=ulp(4), ieee=np.expm1)
+case("log", lax.log, U, ulp=ulp(2), ieee=np.log)
+case("log1p", lax.log1p, U, ulp=ulp(4), ieee=np.log1p)
+case("sin", lax.sin, U, ulp=ulp(2), ieee=np.sin)
+case("cos", lax.cos, U, ulp=ulp(2), ieee=np.cos)
+case("tanh", lax.tanh, U, ulp=ulp(4), rtol=rtol(1e-5), ieee=np.tanh)
+case("logistic", lax.logistic, U, ulp=ulp(4), rtol=rtol(1e-5), ieee=sp.expit)
+case("erf", lax.erf, U, ulp=ulp(4), ieee=sp.erf)
+case("erf_inv", lax.erf_inv, U, ulp=ulp(4), ieee=sp.erfinv)
+
+# ---- elementwise binary, comparisons (binary_cases.cpp) and integers, select, conversions
+# (integer_cases.cpp). Integer and pred results are exact; XLA's integer division by zero gives -1 (s32) and
+# all ones (u32), and INT32_MIN / -1 gives INT32_MIN, as tessel documents.
+def broadcasting(op):
+    """lax's binary op with NumPy broadcasting of its operands, as tessel's binary functions have."""
+    return lambda a, b: op(*jnp.broadcast_arrays(a, b))
+
+
+case("add", broadcasting(lax.add), P, ieee=np.add)
+case("sub", broadcasting(lax.sub), P, ieee=np.subtract)
+case("mul", broadcasting(lax.mul), P, ieee=np.multiply)
+case("div", broadcasting(lax.div), P, ieee=np.divide)
+case("max", broadcasting(lax.max), P, ieee=np.maximum)
+case("min", broadcasting(lax.min), P, ieee=np.minimum)
+case("pow", broadcasting(lax.pow), P, ulp=ulp(2), ieee=np.power)
+case("eq", broadcasting(lax.eq), P, ieee=np.equal)
+case("ne", broadcasting(lax.ne), P, ieee=np.not_equal)
+case("lt", broadcasting(lax.lt), P, ieee=np.less)
+case("le", broadcasting(lax.le), P, ieee=np.less_equal)
+case("gt", broadcasting(lax.gt), P, ieee=np.greater)
+case("ge", broadcasting(lax.ge), P, ieee=np.greater_equal)
+case("select", lax.select, P)
+case("select_lt", lambda a, b: lax.select(a < b, a, b), P, ieee=lambda a, b: np.where(a < b, a, b))
+case("select_scalar", lambda p, a: lax.select(p, a, jnp.full_like(a, 0.5)), P)
+case("to_bf16_and_back", lambda x: x.astype(jnp.bfloat16).astype(jnp.float32), P)
+case("to_bf16", lambda x: lax.convert_element_type(x, jnp.bfloat16), P, ieee=lambda x: x)
+case("to_s32", lambda x: lax.convert_element_type(x, jnp.int32), P, ieee=lambda x: np.trunc(np.nan_to_num(x, nan=0.0)).clip(-2**31, 2**31 - 1))
+case("to_pred", lambda x: lax.convert_element_type(x, jnp.bool_), P, ieee=lambda x: x != 0)
+case("to_f32", lambda x: lax.convert_element_type(x, jnp.float32), P)
+case("to_u32", lambda x: lax.convert_element_type(x, jnp.uint32), P)
+
+# ---- structure (layout_cases.cpp). Moves are exact; sums are compared by rtol (XLA may add in another
+# order); take's out-of-range indices fill (NaN for f32) and scatter_add's are dropped, as jnp's defaults.
+case("broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (2, 3, 4), (1, 2)), P)
+case("broadcast_size1", lambda x: lax.broadcast_in_dim(x, (3, 2, 4), (0, 1, 2)), P)
+case("reshape", lambda x: lax.reshape(x, (4, 6)), P)
+case("transpose", lambda x: lax.transpose(x, (2, 0, 1)), P)
+case("slice", lambda x: lax.slice(x, (1, 0), (4, 5), (2, 2)), P)
+case("pad", lambda x: lax.pad(x, jnp.float32(0.5), [(1, 0, 1), (-1, 2, 1)]), P)
+case("pad_value", lambda x, v: lax.pad(x, v, [(2, 1, 0), (0, 1, 2)]), P)
+case("concatenate", lambda a, b, c: lax.concatenate([a, b, c], 1), P)
+case("concatenate4", lambda a, b: lax.concatenate([a, b, a, b], 0), P)
+case("iota", lambda x: x + (lax.broadcasted_iota(jnp.int32, (3, 4), 1) * 3 + lax.broadcasted_iota(jnp.int32, (3, 4), 0)).astype(jnp.float32), P)
+case("take0", lambda x, i: jnp.take(x, i, axis=0), P)
+case("take1", lambda x, i: jnp.take(x, i, axis=1), P)
+case("take_clip", lambda x, i: jnp.take(x, i, axis=0, mode="clip"), P)
+case("scatter_add", lambda x, i, u: jnp.asarray(x).at[i].add(u), P)
+case("argmax", lambda x: jnp.argmax(x, axis=1).astype(jnp.int32), P)
+case("argmax0", lambda x: jnp.argmax(x, axis=0).astype(jnp.int32), P)
+case("reduce_sum", lambda x: jnp.sum(x, axis=1), P, sums=True)
+case("reduce_sum0", lambda x: jnp.sum(x, axis=0), P, sums=True, ieee=lambda x: np.sum(x, axis=0))
+case("reduce_sum02", lambda x: jnp.sum(x, axis=(0, 2)), P, sums=True)
+case("reduce_max", lambda x: jnp.max(x, axis=0), P, ieee=lambda x: np.max(x, axis=0))
+case("reduce_min", lambda x: jnp.min(x, axis=1), P)
+case("reduce_min0", lambda x: jnp.min(x, axis=0), P, ieee=lambda x: np.min(x, axis=0))
+
+# ---- contractions and pooling (contraction_cases.cpp): sums of products, compared by rtol.
+NHWC = ("NHWC", "HWIO", "NHWC")
+C = dict(rtol=rtol(2e-6), sums=True)
+case("matmul", lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=a.dtype), P, **C)
+case("dot_transposed", lambda a, b: lax.dot_general(a, b, (((0,), (1,)), ((), ()))), P, **C)
+case("dot_batched", lambda a, b: lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))), P, **C)
+case("conv_same", lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC, preferred_element_type=x.dtype), P, **C)
+case("conv_valid_s2", lambda x, w: lax.conv_general_dilated(x, w, (2, 2), "VALID", dimension_numbers=NHWC), P, **C)
+case("conv_dilated", lambda x, w: lax.conv_general_dilated(x, w, (1, 2), [(1, 0), (2, 1)], rhs_dilation=(2, 1), dimension_numbers=NHWC), P, **C)
+
+
+def pool(init, op, window, strides, padding):
+    return lambda x: lax.reduce_window(x, jnp.asarray(init, x.dtype), op, (1, *window, 1), (1, *strides, 1), padding)
+
+
+def avg_pool(window, strides, padding, count_include_pad):
+    def f(x):
+        s = pool(0.0, lax.add, window, strides, padding)(x)
+        n = pool(0.0, lax.add, window, strides, padding)(jnp.ones_like(x)) if not count_include_pad else window[0] * window[1]
+        return s / n
+    return f
+
+
+case("max_pool", pool(-jnp.inf, lax.max, (2, 2), (2, 2), "VALID"), P)
+case("max_pool_same", pool(-jnp.inf, lax.max, (3, 2), (2, 1), "SAME"), P)
+case("avg_pool_same", avg_pool((3, 3), (2, 2), "SAME", True), P, **C)
+case("avg_pool_exclude_pad", avg_pool((3, 3), (2, 2), "SAME", False), P, **C)
+case("sum_pool", pool(0.0, lax.add, (2, 3), (1, 2), "VALID"), P, **C)
+
+# ---- control flow, remat, identities and random (control_cases.cpp)
+import jax  # noqa: E402
+
+
+def _cell(h, x):
+    n = jnp.tanh(h * 0.9 + x)
+    return n, n * n
+
+
+def _block(x, w):
+    return jnp.sin(x @ w) * x
+
+
+def _key(k0, k1):
+    return jax.random.wrap_key_data(jnp.stack([k0, k1]).astype(jnp.uint32), impl="threefry2x32")
+
+
+case("scan", lambda h, xs: lax.scan(_cell, h, xs)[1], P, rtol=rtol(1e-5), sums=True)
+case("scan_carry", lambda h, xs: lax.scan(_cell, h, xs, reverse=True)[0], P, rtol=rtol(1e-5), sums=True)
+case("cond", lambda x: lax.cond(jnp.sum(x) > 0, lambda v: jnp.sin(v) * 2, lambda v: v * v, x), P, ulp=ulp(2))
+case("switch", lambda x, i: lax.switch(i, [lambda v: v + 1, jnp.exp, lambda v: -v], x), P, ulp=ulp(2))
+case("checkpoint", _block, P, ulp=ulp(4), rtol=rtol(2e-6), sums=True)
+case("stop_gradient", lambda x, y: x * lax.stop_gradient(x * y), P)
+case("barriers", lambda x, y: x * 2 + lax.optimization_barrier((y, x))[0] * x, P)
+case("uniform", lambda k0, k1: jax.random.uniform(_key(k0, k1), (3, 5)), P)
+case("fold_in_uniform", lambda k0, k1, d: jax.random.uniform(jax.random.fold_in(_key(k0, k1), d), (7,)), P)
