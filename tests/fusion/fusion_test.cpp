@@ -89,6 +89,32 @@ TEST(Fusion, LogSoftmaxIsOneRowPass) {
     for (std::size_t j = 0; j < 300; ++j) ASSERT_NEAR(z(i, j), x(i, j) * std::exp(s[i]), 1e-6 * (1 + std::abs(z(i, j)))) << i << ", " << j;
 }
 
+// A value with one element per row that is spread along another axis varies along each row: the loop must
+// not become a row kernel over it (it did, and computed x - rowsum[i] for x - rowsum[j]; the oracle suite
+// found it through vmap, which put the batch axis between a value's axes).
+TEST(Fusion, AValueSpreadAcrossRowsIsNoRowKernel) {
+  using X = tensor<float, shape<3, 3>>;
+  const auto f = [](auto x) { return x - tessel::broadcast_in_dim<shape<3, 3>, 1>(tessel::reduce_sum<1>(x)); };
+  constexpr auto& p = decltype(jit(f))::traced_for<X>::plan;
+  static_assert(p.kernels[p.kernel_count - 1].kind != tessel::plan::kernel_kind::row);
+  X x;
+  for (std::size_t i = 0; i < 9; ++i) x[i] = static_cast<float>(i * i);
+  const X y = jit(f)(x);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) EXPECT_EQ(y(i, j), x(i, j) - (x(j, 0) + x(j, 1) + x(j, 2))) << i << ", " << j;
+  // An elementwise value spread over axes 0 and 2 of a rank-3 loop, with no reduction behind it.
+  using Z = tensor<float, shape<2, 3, 3>>;
+  using V = tensor<float, shape<2, 3>>;
+  const auto g = [](auto z, auto v) { return z * tessel::broadcast_in_dim<shape<2, 3, 3>, 0, 2>(tessel::exp(v)); };
+  static_assert(decltype(jit(g))::traced_for<Z, V>::plan.kernels[0].kind != tessel::plan::kernel_kind::row);
+  const auto z = random_tensor<float, shape<2, 3, 3>>(7);
+  const auto v = random_tensor<float, shape<2, 3>>(8);
+  const Z w = jit(g)(z, v);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t k = 0; k < 3; ++k)
+      for (std::size_t j = 0; j < 3; ++j) EXPECT_NEAR(w(i, k, j), z(i, k, j) * std::exp(v(i, j)), 1e-6) << i << k << j;
+}
+
 TEST(Fusion, MatmulBiasReluIsOneKernel) {
   const auto f = [](auto x, auto w, auto b) { return tessel::relu(tessel::matmul(x, w) + b); };
   constexpr auto& p =

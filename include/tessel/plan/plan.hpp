@@ -210,11 +210,12 @@ struct builder {
   // A log_softmax of 4096 x 1024 was four kernels, its shifted rows stored and read twice. Not for a
   // scalar (one row), nor for a loop holding a reshape: the executor's row kernels evaluate none (a loop
   // hands its reshape the operand's tile).
-  constexpr bool becomes_rows(const ir::node& n, kernel& k) const {
+  constexpr bool becomes_rows(int id, kernel& k) const {
+    const ir::node& n = nd(id);
     const ir::dims& full = nd(k.root).shape;
     const std::size_t size = n.shape.size();
     if (!k.uniform || k.stores_members || n.shape.rank == 0 || size >= full.size() || n.shape.rank >= full.rank ||
-        !is_trailing_split(full, n.shape) || full.size() / size > row_budget_elements)
+        !is_trailing_split(full, n.shape) || full.size() / size > row_budget_elements || !spread_along_rows(id, k))
       return false;
     const auto index = static_cast<int>(&k - out.kernels.data());
     for (std::size_t i = 0; i < N; ++i)
@@ -226,6 +227,30 @@ struct builder {
     return true;
   }
 
+  // A row kernel reads a value of one element per row (its rows' leading shape) as spread along each row:
+  // every member of k reading node `id` must take it at its own shape or broadcast it to the rows' leading
+  // axes. Spread over other axes (a row sum broadcast down the columns, broadcast_in_dim<[3,3], 1>; a batch
+  // axis that vmap put between them), the value varies along a row: no row kernel (the oracle suite found
+  // one computing x - rowsum[i] for x - rowsum[j]).
+  constexpr bool spread_along_rows(int id, const kernel& k) const {
+    const ir::dims& shape = nd(id).shape;
+    const auto index = static_cast<int>(&k - out.kernels.data());
+    for (std::size_t i = 0; i < N; ++i) {
+      if (out.kernel_of[i] != index) continue;
+      const ir::node& m = p.nodes[i];
+      for (std::size_t a = 0; a < m.arity; ++a) {
+        if (m.operands[a] != id) continue;
+        if (m.prim->kind != ir::prim_kind::broadcast) {
+          if (!(m.shape == shape)) return false;
+          continue;
+        }
+        for (std::size_t d = 0; d < shape.rank; ++d)
+          if (m.attr.ints[d] != static_cast<std::int64_t>(d)) return false;
+      }
+    }
+    return true;
+  }
+
   // Can node `id` be computed inside kernel k (whose members so far are its consumers)?
   constexpr bool can_join(int id, kernel& k) const {
     const ir::node& n = nd(id);
@@ -234,14 +259,17 @@ struct builder {
       case ir::prim_kind::elementwise:
       case ir::prim_kind::generator:
         if (k.kind == kernel_kind::loop && n.prim->kind == ir::prim_kind::elementwise && size != nd(k.root).shape.size())
-          return becomes_rows(n, k);
+          return becomes_rows(id, k);
         if (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) return size == nd(k.root).shape.size();
-        if (k.kind == kernel_kind::row) return n.shape == k.row_shape || (k.inner != 0 && size == k.outer && is_trailing_split(k.row_shape, n.shape));
+        if (k.kind == kernel_kind::row)
+          return n.shape == k.row_shape ||
+                 (k.inner != 0 && size == k.outer && is_trailing_split(k.row_shape, n.shape) && spread_along_rows(id, k));
         if (k.kind == kernel_kind::column) return n.shape == k.row_shape;
         return false;
       case ir::prim_kind::broadcast:
         if (k.kind == kernel_kind::loop || k.kind == kernel_kind::contraction) return size == nd(k.root).shape.size();
-        if (k.kind == kernel_kind::row) return n.shape == k.row_shape || (size == k.outer && is_trailing_split(k.row_shape, n.shape));
+        if (k.kind == kernel_kind::row)
+          return n.shape == k.row_shape || (size == k.outer && is_trailing_split(k.row_shape, n.shape) && spread_along_rows(id, k));
         if (k.kind == kernel_kind::column) return n.shape == k.row_shape;
         return false;
       case ir::prim_kind::reshape:
@@ -257,14 +285,16 @@ struct builder {
         if (k.kind == kernel_kind::loop) {
           // The loop becomes a row kernel over this reduction's outer indices, if every member so far
           // has the root's shape and that is the reduction's result (logsumexp) or operand (softmax).
-          if (!k.uniform || k.stores_members || !(nd(k.root).shape == n.shape || nd(k.root).shape == operand.shape)) return false;
+          if (!k.uniform || k.stores_members || !(nd(k.root).shape == n.shape || nd(k.root).shape == operand.shape) ||
+              !spread_along_rows(id, k))
+            return false;
           k.kind = kernel_kind::row;
           k.row_shape = operand.shape;
           k.outer = size;
           k.inner = inner;
           return true;
         }
-        if (k.kind == kernel_kind::row) return operand.shape == k.row_shape && size == k.outer;
+        if (k.kind == kernel_kind::row) return operand.shape == k.row_shape && size == k.outer && spread_along_rows(id, k);
         return false;
       }
       case ir::prim_kind::contraction:
