@@ -13,6 +13,7 @@
 // Every primitive that a checked program holds is recorded, so that the suite can fail when a primitive
 // of tessel::all_primitives has no oracle case (oracle_main.cpp).
 #include <array>
+#include <cstdio>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +31,7 @@
 
 #include "tessel/io/npy.hpp"
 #include "tessel/jit.hpp"
+#include "tessel/lax.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/transform/grad.hpp"
 #include "tessel/transform/vmap.hpp"
@@ -239,9 +241,58 @@ void check(suite& s, const std::string& fn, const std::string& label, F, const o
 }
 
 template <class F, class... X>
-  requires(!std::is_convertible_v<F, std::string>)
+  requires(!std::is_convertible_v<F, std::string> && (!std::is_same_v<X, options> && ...))  // options come with a label
 void check(suite& s, const std::string& fn, F f, const X&... x) {
   check(s, fn, fn, f, options{}, x...);
+}
+
+// A function that runs itself (a shard_map, or a transform of one): its value only, the transforms being
+// cases of their own. The primitives of its per-device program are recorded.
+template <class G, class... X>
+void check_call(suite& s, const std::string& fn, const std::string& label, G g, const X&... x) {
+  using program = typename G::template traced_for<X...>;
+  for (const auto& n : program::program.nodes) s.primitives.insert(std::string(n.prim->name));
+  const std::filesystem::path d = s.dir / label;
+  std::filesystem::create_directories(d);
+  save_tuple(d, "in", std::make_tuple(x...));
+  const auto value = g(x...);
+  using Out = std::remove_cvref_t<decltype(value)>;
+  save(d / "value.npy", value);
+  std::ostringstream line;
+  line << "{\"case\": \"" << label << "\", \"fn\": \"" << fn << "\", \"inputs\": [";
+  int k = 0;
+  ((line << (k++ ? ", " : "") << '"' << dtype_name<typename X::value_type>() << '"'), ...);
+  line << "], \"output\": \"" << dtype_name<typename Out::value_type>() << "\"}\n";
+  s.manifest << line.str();
+  ++s.cases;
+}
+
+// A collective (it runs only inside a shard_map): the primitives with a rule for the mesh axes they vary along.
+inline bool is_collective(const ir::primitive& p) { return p.varying != nullptr; }
+
+// main of an oracle binary: `cases` writes into argv[1]; then every primitive of tessel::all_primitives that
+// `wanted` selects (none for nullptr) must be in a checked program. Exit status 0, 1 for a primitive without a case, 2 for usage.
+template <class Cases>
+int run_suite(int argc, char** argv, bool (*wanted)(const ir::primitive&), Cases cases) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR  (writes DIR/manifest.jsonl and one folder per case)\n", argv[0]);
+    return 2;
+  }
+  suite s(argv[1]);
+  cases(s);
+  s.manifest.close();
+  int missing = 0, selected = 0;
+  for (const ir::primitive* p : all_primitives) {
+    if (wanted == nullptr || !wanted(*p)) continue;
+    ++selected;
+    const std::string name(p->name);
+    if (s.primitives.contains(name)) continue;
+    std::fprintf(stderr, "oracle: primitive %s is in no case of %s: add one (tests/oracle/*_cases.cpp and cases.py)\n", name.c_str(), argv[0]);
+    ++missing;
+  }
+  std::printf("oracle: %d cases covering %d of the %zu primitives this binary judges (of %zu in all), written to %s\n", s.cases,
+              selected - missing, static_cast<std::size_t>(selected), all_primitives.size(), argv[1]);
+  return missing == 0 ? 0 : 1;
 }
 
 }  // namespace tessel::oracle

@@ -250,11 +250,15 @@ constexpr std::vector<int> result_axes() {
 
 // ---- tracing f at the unbatched shapes ---------------------------------------------------------------
 
-template <class F, class In, class... Args>
-constexpr auto trace_unbatched(ir::graph_builder& inner) {
+// Inside a shard_map body each parameter varies along the mesh axes its argument leaf does (`varying`, by
+// leaf): vmap maps a batch axis and changes no mesh axis, so a gradient of f inside it still sums a
+// replicated argument's cotangent over the axes the body varies along, as JAX's does.
+template <class F, class In, class... Args, class Varying = detail::no_context>
+constexpr auto trace_unbatched(ir::graph_builder& inner, Varying varying = {}) {
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
     std::tuple<typename unbatched<Args, entry<In, K>()>::type...> p{};
-    detail::bind_parameters(p, inner);
+    if constexpr (std::is_same_v<Varying, detail::no_context>) detail::bind_parameters(p, inner);
+    else detail::bind_parameters(p, inner, varying);
     return F{}(std::get<K>(p)...);
   }(std::index_sequence_for<Args...>{});
 }
@@ -389,7 +393,7 @@ struct vmap_fn {
 
         ir::graph_builder inner;
         inner.mesh = g.mesh;  // collectives inside a vmapped function inside shard_map see its mesh
-        const R r = vmap_detail::trace_unbatched<F, In, Args...>(inner);
+        const R r = vmap_detail::trace_unbatched<F, In, Args...>(inner, [&](std::size_t k) { return g[leaves[k]].varying; });
         if (inner.missing_rule != nullptr) g.report_missing(inner.missing_rule, inner.missing_rule_kind);
         if (inner.error_size != 0) g.report_error(std::string_view(inner.error.data(), inner.error_size));
 
