@@ -86,6 +86,14 @@ void check_elementwise_nan() {
   }
 }
 
+// A scalar reduced over all its axes (none) is itself, as jnp.sum of a scalar: it did not compile (the
+// oracle's random programs found it).
+TEST(RowReductions, AScalarReducesToItself) {
+  const tensor<float, shape<>> x{2.5f};
+  const auto y = jit([](auto v) { return tessel::sum(v) * 2.0f + tessel::max(v) + tessel::min(v); })(x);
+  EXPECT_EQ(y[0], 10.0f);
+}
+
 TEST(ElementwiseMaxMin, PropagateANaNFromEitherOperand) {
   check_elementwise_nan<7>();
   check_elementwise_nan<1000>();

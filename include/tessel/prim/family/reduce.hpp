@@ -64,7 +64,8 @@ consteval ir::primitive reduce_primitive(std::string_view name, bool chooser) {
                        .batch = &batching::reduction};
 }
 
-// Axes must be distinct and in range; negative axes count from the end.
+// Axes must be distinct and in range; negative axes count from the end. No axes (the sum of a scalar, as
+// jnp.sum of one) reduce nothing. The axes are looped over as an array: a braced list of none has no type.
 template <fixed_string Op, class X, long... Axes>
 consteval auto reduced_shape() {
   using S = typename X::shape_type;
@@ -72,7 +73,7 @@ consteval auto reduced_shape() {
   constexpr bool in_range = ((Axes >= -rank && Axes < rank) && ...);
   constexpr bool distinct = [] {
     std::array<bool, S::rank + 1> seen{};
-    for (long a : {(Axes < 0 ? Axes + rank : Axes)...}) {
+    for (long a : std::array<long, sizeof...(Axes)>{(Axes < 0 ? Axes + rank : Axes)...}) {
       if (a < 0 || a >= rank) continue;
       if (seen[static_cast<std::size_t>(a)]) return false;
       seen[static_cast<std::size_t>(a)] = true;
@@ -85,7 +86,7 @@ consteval auto reduced_shape() {
       m << Op << ": cannot reduce ";
       append_type<X>(m) << " over axes (";
       bool first = true;
-      for (long a : {Axes...}) {
+      for (long a : std::array<long, sizeof...(Axes)>{Axes...}) {
         m << (first ? "" : ",") << static_cast<std::int64_t>(a);
         first = false;
       }
@@ -97,7 +98,7 @@ consteval auto reduced_shape() {
   } else {
     constexpr auto out = [] {
       std::array<bool, S::rank + 1> drop{};
-      for (long a : {(Axes < 0 ? Axes + rank : Axes)...}) drop[static_cast<std::size_t>(a)] = true;
+      for (long a : std::array<long, sizeof...(Axes)>{(Axes < 0 ? Axes + rank : Axes)...}) drop[static_cast<std::size_t>(a)] = true;
       dims_t<S::rank - sizeof...(Axes)> d{};
       for (std::size_t i = 0, j = 0; i < S::rank; ++i)
         if (!drop[i]) d[j++] = S::dims[i];
