@@ -187,3 +187,144 @@ case("stop_gradient", lambda x, y: x * lax.stop_gradient(x * y), P)
 case("barriers", lambda x, y: x * 2 + lax.optimization_barrier((y, x))[0] * x, P)
 case("uniform", lambda k0, k1: jax.random.uniform(_key(k0, k1), (3, 5)), P)
 case("fold_in_uniform", lambda k0, k1, d: jax.random.uniform(jax.random.fold_in(_key(k0, k1), d), (7,)), P)
+
+# ---- compositions (composition_cases.cpp, remat_composition_cases.cpp): each function is a transform, and
+# the suite's vjp, jvp and vmap of it make compositions of depth three.
+def _ccell(h, x):
+    n = jnp.tanh(h * x + 0.5)
+    return n, n
+
+
+def _scan_loss(h, xs):
+    return jnp.sum(lax.scan(_ccell, h, xs)[1] * h)
+
+
+def _cond_loss(x):
+    return jnp.sum(lax.cond(jnp.sum(x) > 0, lambda v: jnp.sin(v) * v, jnp.exp, x))
+
+
+def _switch_loss(x, i):
+    return jnp.sum(lax.switch(i, [lambda v: v * v, jnp.tanh, lambda v: jnp.log1p(v * v)], x))
+
+
+def _block(x, w):
+    return jnp.tanh(x @ w) * x
+
+
+def _remat_loss(policy):
+    return lambda x, w: jnp.sum(jax.checkpoint(_block, policy=policy)(x, w) * w)
+
+
+@jax.custom_vjp
+def _softplus(x):
+    return jnp.log(1 + jnp.exp(x))
+
+
+def _softplus_fwd(x):
+    e = jnp.exp(x)
+    return jnp.log(1 + e), e
+
+
+_softplus.defvjp(_softplus_fwd, lambda e, ct: (ct * e / (1 + e) * 2,))
+
+G = dict(sums=True, rtol=rtol(1e-5))
+case("grad_grad", jax.grad(lambda u: jnp.sum(jnp.sin(u) * u * u)), P, **G)
+case("grad_scan", jax.grad(_scan_loss), P, **G)
+case("grad_scan_xs", jax.grad(_scan_loss, 1), P, **G)
+case("grad_cond", jax.grad(_cond_loss), P, **G)
+case("grad_switch", jax.grad(_switch_loss), P, **G)
+case("grad_checkpoint_nothing", jax.grad(_remat_loss(jax.checkpoint_policies.nothing_saveable)), P, **G)
+case("grad_checkpoint_dots", jax.grad(_remat_loss(jax.checkpoint_policies.dots_saveable)), P, **G)
+case("grad_checkpoint_everything", jax.grad(_remat_loss(jax.checkpoint_policies.everything_saveable)), P, **G)
+case("grad_custom_vjp", jax.grad(lambda u: jnp.sum(_softplus(u))), P, **G)
+
+
+def _value_and_grad(v):
+    value, g = jax.value_and_grad(lambda u: jnp.sum(jnp.tanh(u) * u))(v)
+    return g * value
+
+
+case("value_and_grad", _value_and_grad, P, **G)
+case("jvp_of_jvp", lambda v, t: jax.jvp(lambda u: jnp.sin(u) * u, (v,), (t,))[1], P, **G)
+case("vmap_in_grad", jax.grad(lambda w, xs: jnp.sum(jax.vmap(lambda a, b: jnp.tanh(a * b), in_axes=(None, 0))(w, xs))), P, **G)
+
+# ---- shard_map (collective_cases.cpp, shard_transform_cases.cpp): jax.shard_map on the first devices of
+# XLA_FLAGS=--xla_force_host_platform_device_count=8, check_vma on. Collectives move or add exactly the
+# same values in the same order on both sides except psum and pmean over 4 or 8 devices (XLA may add in
+# another order).
+import numpy as _np  # noqa: E402
+from jax.sharding import Mesh, PartitionSpec as Pspec  # noqa: E402
+
+S = "shard"
+
+
+def _mesh(**axes):
+    n = int(_np.prod(list(axes.values())))
+    return Mesh(_np.array(jax.devices()[:n]).reshape(tuple(axes.values())), tuple(axes))
+
+
+M1, M2, M3 = _mesh(i=4), _mesh(a=2, b=2), _mesh(x=2, y=2, z=2)
+
+
+def smap(mesh, f, in_specs, out_specs):
+    return jax.jit(jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs))
+
+
+def pvary(x, axes):
+    return lax.pcast(x, axes, to="varying")
+
+
+R = dict(sums=True, rtol=rtol(1e-6))
+case("psum", smap(M1, lambda b: lax.psum(b, "i"), Pspec("i"), Pspec()), S, **R)
+case("pmean", smap(M1, lambda b: lax.pmean(b, "i"), Pspec("i"), Pspec()), S, **R)
+case("pmax", smap(M1, lambda b: lax.pmax(b, "i"), Pspec("i"), Pspec()), S)
+case("pmin", smap(M1, lambda b: lax.pmin(b, "i"), Pspec("i"), Pspec()), S)
+case("pvary", smap(M1, lambda b, r: pvary(r, "i") * b, (Pspec("i"), Pspec()), Pspec("i")), S)
+case("all_gather_tiled", smap(M1, lambda b: lax.all_gather(b, "i", axis=0, tiled=True), Pspec("i"), Pspec("i")), S)
+case("all_gather_stacked", smap(M1, lambda b: lax.all_gather(b, "i", axis=1), Pspec(None, "i"), Pspec("i")), S)
+case("psum_scatter_tiled", smap(M1, lambda b: lax.psum_scatter(b, "i", scatter_dimension=1, tiled=True), Pspec("i"), Pspec("i")), S, **R)
+case("psum_scatter", smap(M1, lambda b: lax.psum_scatter(pvary(b, "i"), "i", scatter_dimension=0), Pspec(), Pspec("i")), S, **R)
+case("ppermute", smap(M1, lambda b: lax.ppermute(b, "i", [(0, 1), (1, 2), (2, 3), (3, 0)]), Pspec("i"), Pspec("i")), S)
+case("ppermute_partial", smap(M1, lambda b: lax.ppermute(b, "i", [(0, 2), (3, 1)]), Pspec("i"), Pspec("i")), S)
+case("all_to_all_tiled", smap(M1, lambda b: lax.all_to_all(b, "i", 1, 0, tiled=True), Pspec("i"), Pspec("i")), S)
+case("all_to_all", smap(M1, lambda b: lax.all_to_all(b, "i", 0, 1), Pspec(None, "i"), Pspec(None, "i")), S)
+case("axis_index", smap(M1, lambda b: b + lax.axis_index("i").astype(jnp.float32), Pspec("i"), Pspec("i")), S)
+case("psum_a", smap(M2, lambda b: lax.psum(b, "a"), Pspec("a", "b"), Pspec(None, "b")), S)
+case("psum_ab", smap(M2, lambda b: lax.psum(b, ("a", "b")), Pspec("a", "b"), Pspec()), S, **R)
+case("all_gather_b", smap(M2, lambda b: lax.all_gather(b, "b", axis=1, tiled=True), Pspec("a", "b"), Pspec("a", "b")), S)
+case("axis_index_ab", smap(M2, lambda b: b * lax.axis_index(("a", "b")).astype(jnp.float32), Pspec(("a", "b")), Pspec(("a", "b"))), S)
+case("psum_xz", smap(M3, lambda b: lax.psum(pvary(b, "z"), ("x", "z")), Pspec("x", "y"), Pspec(None, "y")), S, **R)
+case("ppermute_z", smap(M3, lambda b: lax.ppermute(b, "z", [(0, 1), (1, 0)]) - b, Pspec(("x", "z"), "y"), Pspec(("x", "z"), "y")), S)
+case("all_to_all_y", smap(M3, lambda b: lax.all_to_all(b, "y", 0, 1, tiled=True), Pspec("x", "y"), Pspec("x", "y")), S)
+
+
+def _example_loss(w, x):
+    return jnp.sum(jnp.tanh(w * x))
+
+
+def _body_loss(w, xb):
+    return lax.psum(jnp.sum(jnp.tanh(w * xb)), "i")
+
+
+def _ring_step(h, x):
+    n = jnp.tanh(lax.ppermute(h, "i", [(0, 1), (1, 2), (3, 0), (2, 3)]) + x)
+    return n, n
+
+
+_loss = jax.shard_map(_body_loss, mesh=M1, in_specs=(Pspec(), Pspec("i")), out_specs=Pspec())
+T = dict(sums=True, rtol=rtol(1e-5))
+case("grad_outside_w", jax.jit(jax.grad(_loss, 0)), S, **T)
+case("grad_outside_x", jax.jit(jax.grad(_loss, 1)), S, **T)
+case("grad_inside", smap(M1, lambda w, xb: jax.grad(_example_loss)(w, xb), (Pspec(), Pspec("i")), Pspec()), S, **T)
+case("vmap_grad_inside", smap(M1, lambda w, xb: jax.vmap(jax.grad(_example_loss), in_axes=(None, 0))(w, xb),
+                              (Pspec(), Pspec("i")), Pspec("i")), S, **T)
+case("vmap_grad_outside", jax.jit(jax.vmap(jax.grad(_loss), in_axes=(None, 0))), S, **T)
+case("vmap_outside", jax.jit(jax.vmap(jax.shard_map(lambda b: b * lax.psum(b, "i"), mesh=M1, in_specs=Pspec("i"), out_specs=Pspec("i")))), S, **T)
+case("vmap_inside", smap(M1, lambda b: jax.vmap(lambda r: r * lax.pmax(r, "i"))(b), Pspec(None, "i"), Pspec(None, "i")), S)
+case("jvp_inside", smap(M1, lambda b, t: jax.jvp(lambda v: jnp.sin(v) * lax.psum(v, "i"), (b,), (t,))[1], (Pspec("i"), Pspec("i")), Pspec("i")), S, **T)
+case("scan_ring", smap(M1, lambda h, q: lax.scan(_ring_step, h, q)[1], (Pspec("i"), Pspec(None, "i")), Pspec(None, "i")), S, **T)
+case("grad_scan_ring", jax.jit(jax.grad(jax.shard_map(lambda h, q: lax.psum(jnp.sum(lax.scan(_ring_step, h, q)[0]), "i"), mesh=M1,
+                                                      in_specs=(Pspec("i"), Pspec(None, "i")), out_specs=Pspec()))), S, **T)
+case("cond_inside", smap(M1, lambda b: lax.cond(jnp.sum(b) > 0, lambda v: v * 2, lambda v: -v, b), Pspec("i"), Pspec("i")), S)
+case("grad_2d", jax.jit(jax.grad(jax.shard_map(lambda wb, xb: lax.psum(jnp.sum(jnp.tanh(xb @ wb)), ("a", "b")), mesh=M2,
+                                               in_specs=(Pspec(None, "b"), Pspec("a")), out_specs=Pspec()))), S, **T)

@@ -3,8 +3,10 @@
 tessel's results, computes the same with JAX (the function of each case's name in cases.py) and compares
 within the bounds stated there.
 
-    judge.py BINARY WORKDIR        run BINARY WORKDIR, then judge WORKDIR/manifest.jsonl
-    judge.py --dir WORKDIR         judge what a binary wrote before
+    judge.py BINARY WORKDIR [--cases MODULE.py]   run BINARY WORKDIR, then judge WORKDIR/manifest.jsonl
+    judge.py --dir WORKDIR [--cases MODULE.py]     judge what a binary wrote before
+MODULE.py adds cases to cases.py's (generate.py's programs.py). The cases judged are those of the suite
+named as WORKDIR's last component.
 
 Prints one line per disagreement and ends with 'N passed, N failed'; exits 1 on any failure (a case whose
 function cases.py lacks, or a function of cases.py that no case uses, is a failure too).
@@ -202,6 +204,11 @@ def judge_case(root, entry):
 
 
 def main(argv):
+    if len(argv) >= 5 and argv[-2] == "--cases":
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("generated_cases", argv[-1])
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        argv = argv[:-2]
     if len(argv) == 3 and argv[1] == "--dir":
         root = argv[2]
     elif len(argv) == 3:
@@ -212,7 +219,7 @@ def main(argv):
             print(f"judge.py: {binary} failed (exit {r.returncode})")
             return 1
     else:
-        print(__doc__.strip().splitlines()[3:6] and __doc__)
+        print(__doc__)
         return 2
     with open(os.path.join(root, "manifest.jsonl")) as m:
         entries = [json.loads(line) for line in m if line.strip()]
