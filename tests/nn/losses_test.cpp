@@ -116,4 +116,19 @@ TEST(SoftmaxCrossEntropy, OneHotLabelsAgreeWithIntegerLabels) {
   const auto integer = tessel::jit(integer_loss)(logits, labels);
   for (std::size_t b = 0; b < batch; ++b) EXPECT_NEAR(soft[b], integer[b], 1e-5) << "row " << b;
 }
+// Labels as optax reads them (jnp.take_along_axis): -1 is the last class; beyond [-classes, classes) NaN.
+// tessel read -1 as no class (the loss was the whole logsumexp); the oracle suite found it.
+TEST(SoftmaxCrossEntropyWithIntegerLabels, NegativeLabelsCountFromTheEndAndOutOfRangeIsNaN) {
+  logits_t logits;
+  for (std::size_t i = 0; i < logits.size; ++i) logits[i] = static_cast<float>(i % classes) * 0.5f;
+  const labels_t labels{-1, static_cast<std::int32_t>(classes), -static_cast<std::int32_t>(classes) - 1, -static_cast<std::int32_t>(classes)};
+  const auto loss = tessel::jit(integer_loss)(logits, labels);
+  const labels_t same{static_cast<std::int32_t>(classes) - 1, 0, 0, 0};
+  const auto want = tessel::jit(integer_loss)(logits, same);
+  EXPECT_EQ(loss[0], want[0]);
+  EXPECT_TRUE(std::isnan(loss[1]));
+  EXPECT_TRUE(std::isnan(loss[2]));
+  EXPECT_EQ(loss[3], want[3]);
+}
+
 }  // namespace

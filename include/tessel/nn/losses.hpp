@@ -6,6 +6,7 @@
 //   mean_squared_error(pred, target), accuracy(logits, labels) // scalars
 
 #include <cstdint>
+#include <limits>
 
 #include "tessel/ops.hpp"
 
@@ -25,15 +26,19 @@ auto softmax_cross_entropy(const L& logits, const Y& labels) {
 
 // logsumexp(logits) - logits[label], per example, as optax.softmax_cross_entropy_with_integer_labels.
 // The label's logit is selected, as optax gathers it, not multiplied out by a one-hot row: a masked
-// logit (-inf) times 0 would be NaN.
+// logit (-inf) times 0 would be NaN. Labels are read as optax's jnp.take_along_axis reads them: a negative
+// label counts from the last class, and a label outside [-classes, classes) gives NaN (its fill value).
 template <Traced L, Traced Y>
 constexpr auto softmax_cross_entropy_with_integer_labels(L logits, Y labels) {
   static_assert(std::is_same_v<typename Y::value_type, std::int32_t>,
                 "tessel::nn::softmax_cross_entropy_with_integer_labels: labels must be s32");
   constexpr std::size_t classes = L::shape_type::dims[L::rank - 1];
+  constexpr auto count = static_cast<std::int32_t>(classes);
   using T = typename L::value_type;
-  auto picked = sum<-1>(select(one_hot<classes, bool>(labels), logits, T(0)));
-  return logsumexp<-1>(logits) - picked;
+  const auto label = select(labels < 0, labels + count, labels);
+  const auto picked = sum<-1>(select(one_hot<classes, bool>(label), logits, T(0)));
+  const auto nan = T(std::numeric_limits<float>::quiet_NaN());
+  return logsumexp<-1>(logits) - select(label >= 0, select(label < count, picked, nan), nan);
 }
 
 // Concrete tensors: evaluated at once, as a one-op jit (core/eager.hpp).
