@@ -328,3 +328,70 @@ case("grad_scan_ring", jax.jit(jax.grad(jax.shard_map(lambda h, q: lax.psum(jnp.
 case("cond_inside", smap(M1, lambda b: lax.cond(jnp.sum(b) > 0, lambda v: v * 2, lambda v: -v, b), Pspec("i"), Pspec("i")), S)
 case("grad_2d", jax.jit(jax.grad(jax.shard_map(lambda wb, xb: lax.psum(jnp.sum(jnp.tanh(xb @ wb)), ("a", "b")), mesh=M2,
                                                in_specs=(Pspec(None, "b"), Pspec("a")), out_specs=Pspec()))), S, **T)
+
+# ---- the libraries (library_cases.cpp): nn against flax and jax.nn, losses against optax, optimizers against
+# optax over 100 steps, random against jax.random (bit-exact: integers and samples compared exactly).
+import flax.linen as nn  # noqa: E402
+import optax  # noqa: E402
+
+L = "library"
+case("dense", lambda a, w, b: nn.Dense(5).apply({"params": {"kernel": w, "bias": b}}, a), L, sums=True, rtol=rtol(2e-6))
+case("layer_norm", lambda a, g, b: nn.LayerNorm().apply({"params": {"scale": g, "bias": b}}, a), L, sums=True, rtol=rtol(1e-5))
+case("conv2d", lambda a, k, b: nn.Conv(4, (3, 3), padding="SAME").apply({"params": {"kernel": k, "bias": b}}, a), L, sums=True, rtol=rtol(2e-6))
+case("relu", jax.nn.relu, L)
+case("sigmoid", jax.nn.sigmoid, L, ulp=ulp(4), rtol=rtol(1e-5))
+# gelu's 1 + tanh (or erf) cancels for negative x: a few ULP of tanh become tens of ULP of the result there.
+case("gelu", lambda a: jax.nn.gelu(a, approximate=True), L, sums=True, rtol=rtol(1e-5))
+case("gelu_exact", lambda a: jax.nn.gelu(a, approximate=False), L, sums=True, rtol=rtol(1e-5))
+case("softmax", jax.nn.softmax, L, sums=True, rtol=rtol(1e-5))
+case("log_softmax", jax.nn.log_softmax, L, sums=True, rtol=rtol(1e-5))
+case("softmax_axis0", lambda a: jax.nn.softmax(a, axis=0), L, sums=True, rtol=rtol(1e-5))
+case("softmax_cross_entropy", lambda l, y: optax.softmax_cross_entropy(l, jax.nn.softmax(y)), L, sums=True, rtol=rtol(1e-5))
+case("softmax_cross_entropy_int", optax.softmax_cross_entropy_with_integer_labels, L, sums=True, rtol=rtol(1e-5))
+case("mean_squared_error", lambda p, y: jnp.mean(optax.squared_error(p, y)), L, sums=True, rtol=rtol(1e-5))
+
+
+def _trajectory(opt):
+    def loss(w, x, y):
+        e = jnp.tanh(x @ w) - y
+        return jnp.mean(e * e)
+
+    @jax.jit
+    def step(w, state, x, y):
+        g = jax.grad(loss)(w, x, y)
+        u, state = opt.update(g, state, w)
+        return optax.apply_updates(w, u), state
+
+    def run(w, x, y):
+        state = opt.init(w)
+        for _ in range(100):
+            w, state = step(w, state, x, y)
+        return w
+    return run
+
+
+# 100 steps compound the few-ULP differences of each step's gradient.
+O = dict(sums=True, rtol=rtol(1e-4))
+case("sgd", _trajectory(optax.sgd(0.1)), L, **O)
+case("sgd_momentum", _trajectory(optax.sgd(0.1, momentum=0.9)), L, **O)
+case("sgd_nesterov", _trajectory(optax.sgd(0.1, momentum=0.9, nesterov=True)), L, **O)
+case("adam", _trajectory(optax.adam(0.01)), L, **O)
+case("adam_eps_root", _trajectory(optax.adam(0.01, b1=0.8, b2=0.99, eps=1e-6, eps_root=1e-8)), L, **O)
+case("adamw", _trajectory(optax.adamw(0.01, weight_decay=0.05)), L, **O)
+case("sgd_linear", _trajectory(optax.sgd(optax.linear_schedule(0.2, 0.01, 60, 10))), L, **O)
+case("adam_cosine", _trajectory(optax.adam(optax.cosine_decay_schedule(0.02, 80, 0.1))), L, **O)
+case("adam_warmup_cosine", _trajectory(optax.adam(optax.warmup_cosine_decay_schedule(0.0, 0.02, 10, 100, 0.001))), L, **O)
+case("clip_sgd", _trajectory(optax.chain(optax.clip_by_global_norm(0.05), optax.sgd(0.5))), L, **O)
+
+
+def _key(k0, k1):
+    return jax.random.wrap_key_data(jnp.stack([jnp.asarray(k0), jnp.asarray(k1)]).astype(jnp.uint32), impl="threefry2x32")
+
+
+case("random_uniform", lambda k0, k1: jax.random.uniform(_key(k0, k1), (5, 7)), L)
+case("random_normal", lambda k0, k1: jax.random.normal(_key(k0, k1), (5, 7)), L)
+case("random_bernoulli", lambda k0, k1: jax.random.bernoulli(_key(k0, k1), 0.3, (40,)), L)
+case("random_permutation", lambda k0, k1: jax.random.permutation(_key(k0, k1), 50).astype(jnp.int32), L)
+case("random_split", lambda k0, k1: jax.random.key_data(jax.random.split(_key(k0, k1), 3)), L)
+case("random_fold_in", lambda k0, k1: jax.random.uniform(jax.random.fold_in(jax.random.fold_in(_key(k0, k1), 5), 1000), (6,)), L)
+case("random_seed", lambda seed: jax.random.normal(jax.random.key(seed), (4,)), L)
