@@ -395,3 +395,27 @@ case("random_permutation", lambda k0, k1: jax.random.permutation(_key(k0, k1), 5
 case("random_split", lambda k0, k1: jax.random.key_data(jax.random.split(_key(k0, k1), 3)), L)
 case("random_fold_in", lambda k0, k1: jax.random.uniform(jax.random.fold_in(jax.random.fold_in(_key(k0, k1), 5), 1000), (6,)), L)
 case("random_seed", lambda seed: jax.random.normal(jax.random.key(seed), (4,)), L)
+
+# ---- jit with shardings (sharding_cases.cpp): values, and collectives against XLA's compiled module
+from jax.sharding import NamedSharding  # noqa: E402
+
+
+def _step(x, w1, w2, y):
+    def loss(a, b, c, t):
+        e = jnp.tanh(a @ b) @ c - t
+        return jnp.mean(e * e)
+    l, (g1, g2) = jax.value_and_grad(loss, (1, 2))(x, w1, w2, y)
+    return l, w1 - 0.1 * g1, w2 - 0.1 * g2
+
+
+def sharded_step(mesh, ins, outs):
+    s = lambda spec: NamedSharding(mesh, Pspec(*spec))  # noqa: E731
+    return jax.jit(_step, in_shardings=tuple(s(i) for i in ins), out_shardings=tuple(s(o) for o in outs))
+
+
+_data, _model = _mesh(data=4), _mesh(model=2)
+_both, _fsdp = _mesh(data=2, model=2), _mesh(data=2)
+case("step_data_parallel", sharded_step(_data, [("data",), (), (), ("data",)], [(), (), ()]), S, **T)
+case("step_megatron", sharded_step(_model, [(), (None, "model"), ("model",), ()], [(), (None, "model"), ("model",)]), S, **T)
+case("step_megatron_2d", sharded_step(_both, [("data",), (None, "model"), ("model",), ("data",)], [(), (None, "model"), ("model",)]), S, **T)
+case("step_fully_sharded", sharded_step(_fsdp, [("data",), ("data",), ("data",), ("data",)], [(), ("data",), ("data",)]), S, **T)

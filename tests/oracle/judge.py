@@ -13,6 +13,7 @@ function cases.py lacks, or a function of cases.py that no case uses, is a failu
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -160,6 +161,59 @@ def compare(got, want, dtype, case, what, xs=None):
     return compare_rel(got, want, case.rtol_for(dtype))
 
 
+# tessel's collectives (dump's names) as XLA's HLO opcodes.
+XLA_KIND = {"psum": "all-reduce", "pmax": "all-reduce", "pmin": "all-reduce", "all_gather": "all-gather",
+            "psum_scatter": "reduce-scatter", "ppermute": "collective-permute", "all_to_all": "all-to-all"}
+HLO_LINE = re.compile(r"^\s*(?:ROOT )?%?([\w.-]+) = (\(.*?\)|\S+) ([\w-]+)\((.*?)\)")
+SHAPE = re.compile(r"(pred|s32|u32|f32|bf16|f16|s8|u8|s64|u64|f64)\[([\d,]*)\]")
+BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+TESSEL_LINE = re.compile(r"kernel \d+ (\w+) over \{[^}]*\} \(\d+ devices\): (\d+) bytes")
+
+
+def shape_bytes(text):
+    total = 0
+    for dtype, dims in SHAPE.findall(text):
+        n = 1
+        for d in dims.split(","):
+            if d:
+                n *= int(d)
+        total += n * BYTES[dtype]
+    return total
+
+
+def xla_collectives(hlo):
+    """(kind, bytes per device) of every collective of XLA's compiled module: the larger of its operands' and
+    its results' bytes, as tessel's plan counts them (an all-reduce of several operands is one)."""
+    shapes, found = {}, []
+    for line in hlo.splitlines():
+        m = HLO_LINE.match(line)
+        if not m:
+            continue
+        name, type_text, op, args = m.groups()
+        shapes[name] = type_text
+        kind = op[:-len("-start")] if op.endswith("-start") else op
+        if kind in XLA_KIND.values():
+            operands = sum(shape_bytes(shapes.get(a.strip().lstrip("%"), "")) for a in args.split(",") if a.strip())
+            found.append((kind, max(operands, shape_bytes(type_text))))
+    return found
+
+
+def compare_collectives(plan_path, f, xs):
+    """tessel moves no more bytes per device than XLA's compiled module. Kinds and counts are reported, not
+    judged: XLA combines the all-reduces over one axis into one (a tuple), and tessel, whose results come
+    back to the host as blocks, may reduce-scatter a gradient whose update XLA all-reduces."""
+    ours = [(XLA_KIND[k], int(b)) for k, b in TESSEL_LINE.findall(open(plan_path).read())]
+    theirs = xla_collectives(jax.jit(f).lower(*xs).compile().as_text())
+    ours_total, theirs_total = sum(b for _, b in ours), sum(b for _, b in theirs)
+    COLLECTIVES.append((os.path.basename(os.path.dirname(plan_path)), ours, theirs))
+    if ours_total > theirs_total:
+        return f"tessel moves {ours_total} bytes per device, XLA {theirs_total}: tessel {ours}, XLA {theirs}"
+    return None
+
+
+COLLECTIVES = []
+
+
 def judge_case(root, entry):
     label, fn = entry["case"], entry["fn"]
     case = registry.CASES.get(fn)
@@ -168,7 +222,7 @@ def judge_case(root, entry):
     d = os.path.join(root, label)
     dtypes = entry["inputs"]
     xs = [load(os.path.join(d, f"in{k}.npy"), t) for k, t in enumerate(dtypes)]
-    out = entry["output"]
+    out = entry.get("output")
     f = case.fn
     problems = []
 
@@ -176,8 +230,15 @@ def judge_case(root, entry):
         if msg:
             problems.append(f"{label}: {what}: {msg}")
 
-    want = np.asarray(jax.jit(f)(*xs))
-    report("value", compare(load(os.path.join(d, "value.npy"), out), want, out, case, "value", xs))
+    if "outputs" in entry:  # several results
+        wants = jax.jit(f)(*xs)
+        for k, t in enumerate(entry["outputs"]):
+            report(f"result {k}", compare(load(os.path.join(d, f"value{k}.npy"), t), np.asarray(wants[k]), t, case, "value"))
+    else:
+        want = np.asarray(jax.jit(f)(*xs))
+        report("value", compare(load(os.path.join(d, "value.npy"), out), want, out, case, "value", xs))
+    if entry.get("plan"):
+        report("collectives", compare_collectives(os.path.join(d, "plan.txt"), f, xs))
     floats = [k for k, t in enumerate(dtypes) if t == "f32"]
     if entry.get("vjp"):
         ct = load(os.path.join(d, "ct.npy"), out)
@@ -245,6 +306,10 @@ def main(argv):
     print(f"oracle {suite}: {len(entries)} cases, jax {jax.__version__}")
     for why, n in sorted(EXPLAINED.items()):
         print(f"explained: {n} elements: {why}")
+    for label, ours, theirs in COLLECTIVES:
+        kinds = lambda c: ", ".join(sorted({k for k, _ in c})) or "none"  # noqa: E731
+        print(f"collectives of {label}: tessel {len(ours)} ({kinds(ours)}) moving {sum(b for _, b in ours)} bytes per device, "
+              f"XLA {len(theirs)} ({kinds(theirs)}) moving {sum(b for _, b in theirs)}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
