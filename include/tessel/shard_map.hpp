@@ -35,6 +35,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -273,7 +274,9 @@ void gather_blocks(void* global, std::size_t first_local) {
 
 namespace shard_detail {
 // What a shard_map call that failed its checks returns: its compile error has said why, and the caller's
-// next uses of the result (an element, its data, a conversion) compile, so that the error comes alone.
+// next uses of the result (an element, its data, a conversion, printing it, a structured binding of its N
+// results) compile, so that the error comes alone.
+template <std::size_t N = 1>
 struct not_run {
   constexpr float operator[](std::size_t) const { return 0; }
   constexpr const float* data() const { return nullptr; }
@@ -281,8 +284,35 @@ struct not_run {
   constexpr operator T() const {
     return T{};
   }
+  template <std::size_t I>
+  constexpr not_run<1> get() const {
+    return {};
+  }
+  template <class C, class Traits>
+  friend std::basic_ostream<C, Traits>& operator<<(std::basic_ostream<C, Traits>& os, const not_run&) {
+    return os;
+  }
 };
+template <class T>
+inline constexpr bool is_not_run = false;
+template <std::size_t N>
+inline constexpr bool is_not_run<not_run<N>> = true;
+// How many results a local result type holds (a tuple's elements, else one).
+template <class R>
+inline constexpr std::size_t result_count = 1;
+template <class... R>
+inline constexpr std::size_t result_count<std::tuple<R...>> = sizeof...(R);
 }  // namespace shard_detail
+}  // namespace tessel
+
+template <std::size_t N>
+struct std::tuple_size<tessel::shard_detail::not_run<N>> : std::integral_constant<std::size_t, N> {};
+template <std::size_t I, std::size_t N>
+struct std::tuple_element<I, tessel::shard_detail::not_run<N>> {
+  using type = tessel::shard_detail::not_run<1>;
+};
+
+namespace tessel {
 
 template <class M, class InSpecs, class OutSpecs, class F>
 class sharded {
@@ -322,9 +352,9 @@ class sharded {
       if constexpr (!t::ok) {
         return shard_detail::not_run{};  // the trace has reported why
       } else if constexpr (!shard_detail::check_out_specs<M, out_specs, local_result>()) {
-        return shard_detail::not_run{};
+        return shard_detail::not_run<shard_detail::result_count<local_result>>{};
       } else if constexpr (!check_replication<t, local_result>()) {
-        return shard_detail::not_run{};
+        return shard_detail::not_run<shard_detail::result_count<local_result>>{};
       } else {
         return run(seq, args...);
       }
@@ -570,7 +600,7 @@ class sharded_jit {
       auto results = [&]<std::size_t... K>(std::index_sequence<K...>) {
         return typename flat::type{}(*static_cast<const std::tuple_element_t<K, leaves>*>(in[K])...);
       }(std::make_index_sequence<n>{});
-      if constexpr (std::is_same_v<decltype(results), shard_detail::not_run>) {
+      if constexpr (shard_detail::is_not_run<decltype(results)>) {
         return results;
       } else {
         using result_type = tree::rebind_t<typename flat::result, tensor>;

@@ -103,7 +103,11 @@ constexpr int broadcast_in_dim(ir::graph_builder& g, int x, const ir::dims& shap
 
 // A scalar of x's dtype spread over x's shape.
 constexpr int scalar_like(ir::graph_builder& g, int x, double value) {
-  return broadcast_in_dim(g, literal(g, g[x].dtype, value), g[x].shape, {});
+  // x's shape copied first: literal() adds a node, which may move the table that a reference into it
+  // points to, and a call's arguments are evaluated in no fixed order.
+  const ir::dims shape = g[x].shape;
+  const int one = literal(g, g[x].dtype, value);
+  return broadcast_in_dim(g, one, shape, {});
 }
 
 constexpr int add(ir::graph_builder& g, int a, int b) {

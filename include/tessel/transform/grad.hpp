@@ -150,6 +150,14 @@ struct value_and_grad_fn {
     using out_type = std::remove_cvref_t<decltype(autodiff_detail::primary_of<decltype(result), Aux>(result))>;
     if constexpr (autodiff_detail::check_scalar_output<out_type>() && check_arguments<arg_tuple>(std::make_index_sequence<nums.size()>{})) {
       const out_type out = autodiff_detail::primary_of<decltype(result), Aux>(result);
+      // A rule broken inside f has reported its one error and left a placeholder (id -1): nothing to
+      // differentiate; each gradient stands in as its argument, so that no later step reports more.
+      if (out.id < 0) {
+        return std::make_tuple(result, [&]<std::size_t... K>(std::index_sequence<K...>) {
+          if constexpr (sizeof...(K) == 1) return std::get<nums[0]>(all);
+          else return std::tuple<std::tuple_element_t<static_cast<std::size_t>(nums[K]), arg_tuple>...>{std::get<nums[K]>(all)...};
+        }(std::make_index_sequence<nums.size()>{}));
+      }
       std::vector<int> wrt;
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (autodiff_detail::push_leaf_ids(std::get<nums[K]>(all), wrt), ...);
