@@ -133,7 +133,8 @@ auto stack3(const std::array<tensor<T, S>, 3>& parts) {
 struct options {
   double lo = -2.0, hi = 2.0;      // the interval of the vmap batches' random inputs
   bool transforms = true;          // vjp, jvp and vmap besides the value
-  bool jvp = true;                 // false where tessel has no forward mode (scan, switch: issue 46's note)
+  bool jvp = true;                 // false where JAX has none (custom_vjp)
+  bool every_axis = true;          // vmap over every axis of every argument; false: all at 0, and argument 0 last
 };
 
 // A fresh batch of 3 random slices stacked at axis A, or x itself for none.
@@ -178,8 +179,14 @@ std::string write_vmaps(suite& s, const std::filesystem::path& d, const options&
       (at(std::integral_constant<std::size_t, A>{}), ...);
     }(std::make_index_sequence<XI::shape_type::rank + 1>{});
   };
-  (for_arg(std::integral_constant<std::size_t, K>{}), ...);
-  if constexpr (sizeof...(X) > 1) one(in_axes_t<(static_cast<long>(K) * 0)...>{});
+  if (o.every_axis) {
+    (for_arg(std::integral_constant<std::size_t, K>{}), ...);
+    if constexpr (sizeof...(X) > 1) one(in_axes_t<(static_cast<long>(K) * 0)...>{});
+  } else {  // fewer programs to compile (a campaign): every argument at 0, and argument 0 at its last axis
+    one(in_axes_t<(static_cast<long>(K) * 0)...>{});
+    constexpr long last = static_cast<long>(std::tuple_element_t<0, std::tuple<X...>>::shape_type::rank);
+    if constexpr (last > 0) one(in_axes_t<(K == 0 ? last : none)...>{});
+  }
   return axes.str();
 }
 }  // namespace detail
