@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "random_inputs.hpp"
 #include "tessel/io/npy.hpp"
 #include "tessel/jit.hpp"
 #include "tessel/lax.hpp"
@@ -62,22 +63,10 @@ constexpr const char* dtype_name() {
 
 // ---- inputs --------------------------------------------------------------------------------------
 
+// Random inputs in [lo, hi] (tests/support/random_inputs.hpp).
 template <class X>
 X uniform(std::uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  using T = typename X::value_type;
-  std::mt19937 gen(seed);
-  X t;
-  if constexpr (std::is_same_v<T, bool>) {
-    std::bernoulli_distribution d(0.5);
-    for (auto& v : t) v = d(gen);
-  } else if constexpr (std::is_integral_v<T>) {
-    std::uniform_int_distribution<long long> d(static_cast<long long>(lo), static_cast<long long>(hi));
-    for (auto& v : t) v = static_cast<T>(d(gen));
-  } else {
-    std::uniform_real_distribution<double> d(lo, hi);
-    for (auto& v : t) v = T(static_cast<float>(d(gen)));
-  }
-  return t;
+  return testing::random_tensor<typename X::value_type, typename X::shape_type>(seed, lo, hi);
 }
 
 // The edge values of f32 (and, rounded, of bf16): signed zeros, infinities, NaN, subnormals, the largest

@@ -11,26 +11,10 @@
 
 #include "tessel/core/print.hpp"
 #include "tessel/core/tensor.hpp"
+#include "random_inputs.hpp"
 #include "tessel_test.hpp"
 
 namespace tessel::testing {
-
-template <class T, class S>
-tensor<T, S> random_tensor(std::uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 gen(seed);
-  tensor<T, S> t;
-  if constexpr (std::is_same_v<T, bool>) {
-    std::bernoulli_distribution d(0.5);
-    for (auto& v : t) v = d(gen);
-  } else if constexpr (std::is_integral_v<T>) {
-    std::uniform_int_distribution<long long> d(static_cast<long long>(lo), static_cast<long long>(hi));
-    for (auto& v : t) v = static_cast<T>(d(gen));
-  } else {
-    std::uniform_real_distribution<double> d(lo, hi);
-    for (auto& v : t) v = T(static_cast<float>(d(gen)));
-  }
-  return t;
-}
 
 // Distance in units in the last place of float between a float result and a double reference.
 inline double ulp_error(float actual, double expected) {
