@@ -115,6 +115,26 @@ TEST(Fusion, AValueSpreadAcrossRowsIsNoRowKernel) {
       for (std::size_t j = 0; j < 3; ++j) EXPECT_NEAR(w(i, k, j), z(i, k, j) * std::exp(v(i, j)), 1e-6) << i << k << j;
 }
 
+// A loop holding a reshape stays a loop when a reduction joins it: the executor's row kernels evaluate no
+// reshape (a null function was called: a segfault, which a random program of the oracle's campaign hit).
+TEST(Fusion, ALoopHoldingAReshapeBecomesNoRowKernel) {
+  const auto f = [](auto x, auto q) { return x * tessel::broadcast_in_dim<shape<5>>(tessel::reduce_sum<0>(x)) + tessel::reshape<shape<5>>(q); };
+  using X = tensor<float, shape<5>>;
+  using Q = tensor<float, shape<1, 5>>;
+  constexpr auto& p = decltype(jit(f))::traced_for<X, Q>::plan;
+  static_assert(p.kernels[p.kernel_count - 1].kind == tessel::plan::kernel_kind::loop);
+  X x;
+  Q q;
+  for (std::size_t i = 0; i < 5; ++i) {
+    x[i] = 0.1f * static_cast<float>(i);
+    q[i] = 1.0f + static_cast<float>(i);
+  }
+  const X y = jit(f)(x, q);
+  float total = 0;
+  for (std::size_t i = 0; i < 5; ++i) total += x[i];
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(y[i], x[i] * total + q[i]) << i;
+}
+
 TEST(Fusion, MatmulBiasReluIsOneKernel) {
   const auto f = [](auto x, auto w, auto b) { return tessel::relu(tessel::matmul(x, w) + b); };
   constexpr auto& p =

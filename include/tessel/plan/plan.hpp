@@ -217,14 +217,21 @@ struct builder {
     if (!k.uniform || k.stores_members || n.shape.rank == 0 || size >= full.size() || n.shape.rank >= full.rank ||
         !is_trailing_split(full, n.shape) || full.size() / size > row_budget_elements || !spread_along_rows(id, k))
       return false;
-    const auto index = static_cast<int>(&k - out.kernels.data());
-    for (std::size_t i = 0; i < N; ++i)
-      if (out.kernel_of[i] == index && nd(static_cast<int>(i)).prim->kind == ir::prim_kind::reshape) return false;
+    if (holds_reshape(k)) return false;
     k.kind = kernel_kind::row;
     k.row_shape = full;
     k.outer = size;
     k.inner = full.size() / size;
     return true;
+  }
+
+  // The executor's row kernels evaluate no reshape (a loop hands its reshape the operand's tile), so a loop
+  // holding one stays a loop.
+  constexpr bool holds_reshape(const kernel& k) const {
+    const auto index = static_cast<int>(&k - out.kernels.data());
+    for (std::size_t i = 0; i < N; ++i)
+      if (out.kernel_of[i] == index && nd(static_cast<int>(i)).prim->kind == ir::prim_kind::reshape) return true;
+    return false;
   }
 
   // A row kernel reads a value of one element per row (its rows' leading shape) as spread along each row:
@@ -286,7 +293,7 @@ struct builder {
           // The loop becomes a row kernel over this reduction's outer indices, if every member so far
           // has the root's shape and that is the reduction's result (logsumexp) or operand (softmax).
           if (!k.uniform || k.stores_members || !(nd(k.root).shape == n.shape || nd(k.root).shape == operand.shape) ||
-              !spread_along_rows(id, k))
+              !spread_along_rows(id, k) || holds_reshape(k))
             return false;
           k.kind = kernel_kind::row;
           k.row_shape = operand.shape;
