@@ -6,12 +6,40 @@
 #include <array>
 #include <cstddef>
 
+#include "tessel/core/fixed_string.hpp"
 #include "tessel/ir/graph.hpp"
 
 namespace tessel::ir {
 
-inline constexpr std::size_t max_constructs = 16;
-inline constexpr std::size_t max_regions = 32;
+// The arrays a frozen program keeps its control flow in. A trace that needs more is refused with
+// capacity_error's message (transform/trace.hpp reports it), before freeze is reached.
+inline constexpr std::size_t max_constructs = 64;
+inline constexpr std::size_t max_regions = 128;
+// Every input, parameter, result and output of a region is a node (a scan's inputs pair with its parameters
+// and its results with its outputs), so this holds any program of N nodes without many-way switches.
+constexpr std::size_t region_int_capacity(std::size_t nodes) { return std::min<std::size_t>(2 * nodes + 32, 4096); }
+
+constexpr std::size_t region_ints_needed(const graph_builder& g) {
+  std::size_t n = 0;
+  for (const construct_record& c : g.constructs) n += c.inputs.size() + c.outputs.size();
+  for (const region_record& r : g.regions) n += r.params.size() + r.results.size();
+  return n;
+}
+
+// Empty when the traced program fits a frozen one; otherwise the sentence that says what does not.
+constexpr message_builder capacity_error(const graph_builder& g) {
+  message_builder m;
+  if (g.constructs.size() > max_constructs || g.regions.size() > max_regions) {
+    m << "tessel::jit: the program has " << g.constructs.size() << " control-flow constructs (scan, cond, switch, "
+      << "fori_loop, including those transforms add) with " << g.regions.size() << " regions; one program holds at most "
+      << max_constructs << " and " << max_regions << "; fix: jit the parts separately, or fold repeated loops into one scan";
+  } else if (region_ints_needed(g) > region_int_capacity(g.size())) {
+    m << "tessel::jit: the program's control flow passes " << region_ints_needed(g) << " values through its regions; "
+      << "a program of " << g.size() << " nodes holds at most " << region_int_capacity(g.size())
+      << "; fix: pass fewer values into each scan or switch (a tuple of leaves is one value each), or jit the parts separately";
+  }
+  return m;
+}
 
 // Lists are ranges of program::region_ints.
 struct frozen_region {
@@ -29,24 +57,17 @@ struct frozen_construct {
   int outputs = 0, output_count = 0;
 };
 
-// Reached only when a program has more constructs, regions or region entries than a program holds: the
-// compiler names this function in its error.
-inline void too_many_control_flow_constructs_for_one_program() {}
-
 template <std::size_t N, std::size_t Outputs>
 struct program {
   static constexpr std::size_t size = N;
   static constexpr std::size_t output_count = Outputs;
-  // Every input, parameter, result and output of a region is a node (a scan's inputs pair with its
-  // parameters and its results with its outputs), so this holds any program without many-way switches.
-  static constexpr std::size_t region_int_capacity = std::min<std::size_t>(2 * N + 32, 2048);
   std::array<node, N> nodes{};
   std::array<int, Outputs> outputs{};
   int parameter_count = 0;
   int construct_count = 0, region_count = 0;
   std::array<frozen_construct, max_constructs> constructs{};
   std::array<frozen_region, max_regions> regions{};
-  std::array<int, region_int_capacity> region_ints{};
+  std::array<int, ir::region_int_capacity(N)> region_ints{};
 
   constexpr int region_int(int at) const { return region_ints[static_cast<std::size_t>(at)]; }
   constexpr const frozen_construct& construct(int c) const { return constructs[static_cast<std::size_t>(c)]; }
@@ -57,10 +78,9 @@ struct program {
     for (std::size_t i = 0; i < N; ++i) p.nodes[i] = g[static_cast<int>(i)];
     for (std::size_t i = 0; i < Outputs; ++i) p.outputs[i] = g.outputs[i];
     p.parameter_count = g.parameter_count;
-    if (g.constructs.size() > max_constructs || g.regions.size() > max_regions) too_many_control_flow_constructs_for_one_program();
+    // capacity_error(g) is empty here: traced_in checked it before freezing
     std::size_t next = 0;
     auto put = [&](const std::vector<int>& list, int& begin, int& count) {
-      if (next + list.size() > region_int_capacity) too_many_control_flow_constructs_for_one_program();
       begin = static_cast<int>(next);
       count = static_cast<int>(list.size());
       for (int v : list) p.region_ints[next++] = v;

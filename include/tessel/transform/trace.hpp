@@ -173,6 +173,10 @@ struct traced_in {
         if (g.outputs[o] < 0) t.broken = true;
         else t.varying[o] = g[g.outputs[o]].varying;
       }
+      if (t.error.text[0] == '\0') {
+        const message_builder full = ir::capacity_error(g);
+        for (std::size_t i = 0; i < full.size() && i + 1 < t.error.capacity; ++i) t.error.text[i] = full.view()[i];
+      }
       if (g.missing_rule != nullptr) {
         t.missing_rule = true;
         for (std::size_t i = 0; i < g.missing_rule->name.size() && i + 1 < 48; ++i) t.primitive.text[i] = g.missing_rule->name[i];
@@ -203,13 +207,18 @@ struct traced_in {
   // The trace is whole: it may be frozen, planned and run.
   static constexpr bool ok = !summary.broken && summary.error.text[0] == '\0' && !summary.missing_rule;
 
+  // A consteval call is evaluated even in the branch a condition does not take, hence if constexpr.
   static consteval ir::program<nodes, outputs> freeze() {
-    ir::graph_builder g;
-    record_outputs(g, call_with_parameters<Context, F, Args...>(g, std::index_sequence_for<Args...>{}));
-    return ir::program<nodes, outputs>::freeze(g);
+    if constexpr (!ok) {
+      return {};
+    } else {
+      ir::graph_builder g;
+      record_outputs(g, call_with_parameters<Context, F, Args...>(g, std::index_sequence_for<Args...>{}));
+      return ir::program<nodes, outputs>::freeze(g);
+    }
   }
 
-  static constexpr ir::program<nodes, outputs> program = ok ? freeze() : ir::program<nodes, outputs>{};
+  static constexpr ir::program<nodes, outputs> program = freeze();
   using result = typename traced_result<raw_result>::type;
 };
 
