@@ -11,44 +11,11 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include <tessel/nn.hpp>
-#include <tessel/optim/optim.hpp>
-#include <tessel/tessel.hpp>
-
+#include "mlp_step.hpp"
 #include "race.hpp"
 
 namespace {
-using tessel::shape;
-using tessel::tensor;
-
-constexpr std::size_t batch = 128, in = 784, hidden = 256, classes = 10;
-
-template <template <class, class> class T = tensor>
-struct mlp {
-  BOOST_HANA_DEFINE_STRUCT(mlp, (T<float, shape<in, hidden>>, w1), (T<float, shape<hidden>>, b1),
-                           (T<float, shape<hidden, classes>>, w2), (T<float, shape<classes>>, b2));
-};
-
-struct loss_fn {
-  template <class P, class X, class Y>
-  constexpr auto operator()(P p, X x, Y y) const {
-    auto h = tessel::relu(tessel::nn::dense(x, p.w1, p.b1));
-    auto logits = tessel::nn::dense(h, p.w2, p.b2);
-    return tessel::mean(tessel::nn::softmax_cross_entropy_with_integer_labels(logits, y));
-  }
-};
-
-using optimizer = tessel::optim::adam<1e-3>;
-
-// Forward, gradients and the Adam update in one program; only the loss leaves it besides the new state.
-struct train_step {
-  template <class P, class S, class X, class Y>
-  constexpr auto operator()(P params, S state, X x, Y y) const {
-    auto [loss, grads] = tessel::value_and_grad(loss_fn{})(params, x, y);
-    auto [updates, next] = optimizer{}.update(grads, state, params);
-    return std::make_tuple(tessel::optim::apply_updates(params, updates), next, loss);
-  }
-};
+using namespace mlp_step;
 
 // The step's GEMMs: the forward's two, the weight gradients' two, and the hidden layer's input gradient
 // (the first layer's input gradient is not needed).
@@ -57,15 +24,11 @@ constexpr double gemm_flops = 2.0 * batch * (2 * (in * hidden + hidden * classes
 void BM_TrainStep(benchmark::State& state) {
   const std::size_t threads = tessel::kernels::thread_pool::host().size();
   // tessel
-  mlp<> params;
-  tessel::random::key key = tessel::random::key_from_seed(0);
-  const auto keys = tessel::random::split<2>(key);
-  params.w1 = tessel::nn::glorot_uniform<shape<in, hidden>>(keys[0]);
-  params.w2 = tessel::nn::glorot_uniform<shape<hidden, classes>>(keys[1]);
+  inputs data = make_inputs();
+  auto& params = data.params;
+  const auto& x = data.x;
+  const auto& y = data.y;
   auto opt_state = optimizer{}.init(params);
-  const auto x = tessel::random::uniform<shape<batch, in>>(tessel::random::fold_in(key, 7));
-  tensor<std::int32_t, shape<batch>> y;
-  for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int32_t>(i % classes);
   const auto step = tessel::jit(train_step{});
   float loss = 0;
   auto ours = [&] {  // parameters and optimizer state updated in place (donated buffers)
