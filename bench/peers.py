@@ -12,7 +12,8 @@ first step (trace, compile and first call of that step), the Fashion-MNIST CNN's
 clipping to global norm 1, AdamW with decay 0.01) at each bucket, 16x64, 8x128 and 4x256 (run_all weighs
 them as tessel's run met them). Inputs are random, of the real shapes. Each figure is the median of 7 blocks of calls,
 each block at least 20 ms, after a warm-up. The thread count is set before either library starts: XLA's CPU
-client by XLA_FLAGS (intra-op threads), PyTorch by torch.set_num_threads.
+client by XLA_FLAGS (intra-op threads), PyTorch by torch.set_num_threads, and the process is pinned to that
+many CPUs (XLA's GEMM library has a pool of its own).
 """
 import argparse
 import json
@@ -268,6 +269,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", choices=["jax", "torch"])
     a = ap.parse_args()
+    # The process runs on its first N CPUs: XLA:CPU's GEMMs (YNNPACK) keep a thread pool of their own, which
+    # XLA_FLAGS does not size, so without this the 1-thread figures of JAX ran on both cores.
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cpus[:a.threads])
     rows = [f"sgemm_{n}" for n in (128, 256, 512, 1024, 2048)] + [f"bf16_gemm_{n}" for n in (256, 512, 1024, 2048)]
     rows += ["softmax_4096x1024", "mlp_step", "cnn_step"] + [f"char_lm_step_{t}" for _, t in CHAR_LM_BUCKETS]
     out = {r: {} for r in rows}
