@@ -116,4 +116,23 @@ std::filesystem::path atomic_temp_path(const std::filesystem::path& target) {
   return std::filesystem::path(target.string() + ".tmp-" + std::to_string(::getpid()));
 }
 
+std::optional<std::string> unwritable(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) return quoted(file) + " is a directory";
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  const auto status = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(status)) return "the directory " + quoted(dir) + " does not exist (create it first)";
+  if (!std::filesystem::is_directory(status)) return quoted(dir) + " is not a directory";
+  const std::filesystem::path probe = atomic_temp_path(file);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    const int error = errno;  // EEXIST: a write of this process is under way there, so the place is writable
+    if (error != EEXIST) return "cannot write in " + quoted(dir) + ": " + std::generic_category().message(error);
+    return std::nullopt;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return std::nullopt;
+}
+
 }  // namespace tessel::io

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -105,6 +106,11 @@ void sync_directory(const std::filesystem::path& target);
 // The temporary file write_file_atomically writes first: target + ".tmp-<pid>" (same directory, so that
 // the rename is atomic). Two threads of one process must not write the same target at the same time.
 std::filesystem::path atomic_temp_path(const std::filesystem::path& target);
+
+// Why write_file_atomically(file, ...) would fail for want of a place (the directory is missing, `file` is
+// a directory, no permission), or nullopt. For a program that checks its output paths before it works:
+// tries a temporary file beside `file` and removes it at once; creates nothing else.
+std::optional<std::string> unwritable(const std::filesystem::path& file);
 
 // Replaces `target` by what `writer(output_file&)` writes: the bytes go to atomic_temp_path(target),
 // which is fsync'ed, renamed over the target, and the directory is fsync'ed.
