@@ -62,137 +62,73 @@ std::string params_digest(const params_t& p) {
 
 namespace {
 
-void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: char_lm [options]   (--flag value or --flag=value)\n"
-               "  --steps N            train steps (default 5000), each one bucket's batch of 1024 positions\n"
-               "  --learning-rate X    AdamW's peak learning rate (default 0.005): linear warm-up, cosine decay to 0\n"
-               "  --warmup N           warm-up steps (default 100)\n"
-               "  --precision P        f32 (default) or bf16: bf16 matmuls, f32 master weights, optimizer state,\n"
-               "                       LayerNorm, softmax and loss\n"
-               "  --seed N             initialisation, shuffling and sampling seed (default 0)\n"
-               "  --eval-every N       validation loss (bits per character) every N steps and at the end (default 500)\n"
-               "  --sample-every N     print a sample every N steps and at the end (default 500; 0: never)\n"
-               "  --sample-length N    characters per sample, 1 to 250 (default 160)\n"
-               "  --temperature X      sampling temperature (default 0.8)\n"
-               "  --prompt TEXT        the samples' prompt (default \"The \")\n"
-               "  --data-dir DIR       fortune files (default $TESSEL_FORTUNES_DIR or /usr/share/games/fortunes)\n"
-               "  --checkpoint-dir DIR checkpoints (parameters, AdamW state, the pipeline's position) at the end and\n"
-               "                       every --save-every steps; --keep N of them (default 3)\n"
-               "  --resume             continue from the newest intact checkpoint of DIR (the same flags): the result\n"
-               "                       is bit-identical to an uninterrupted run\n"
-               "  --resume-or-start    --resume when DIR holds an intact checkpoint, else a new run (a job that is\n"
-               "                       restarted with the same command line after a crash, or the first time)\n"
-               "  --overwrite          a new run into a DIR holding checkpoints deletes them first (each named on\n"
-               "                       stderr); without it such a DIR is refused\n"
-               "  --trace FILE         a Chrome trace of the run\n"
-               "  --curve PREFIX       PREFIX.csv: step, train and validation bits per character at each evaluation;\n"
-               "                       PREFIX.svg: the same drawn, at the end\n"
-               "  --export DIR         the initial weights and every step's batch, learning rate and loss, for\n"
-               "                       bench/torch_char_lm.py train DIR\n"
-               "  --devices N          1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
-               "                       training on 1/N of every batch's rows (f32 only); the same steps as 1 device,\n"
-               "                       the loss summed in another order\n"
-               "  --check-pipeline     run one epoch of the input pipeline only and check that no character is lost\n"
-               "The last line is a JSON summary. Exit status: 0, 1 (a failure while running), 2 (flags refused).\n");
-}
-
-std::optional<std::string> parse_int(const std::string& v, long long lo, long long hi, long long& out) {
-  long long n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) return "is not a whole number";
-  if (n < lo || n > hi) return "is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  out = n;
-  return std::nullopt;
-}
-
-std::optional<std::string> parse_positive(const std::string& v, float& out) {
-  float x = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) return "is not a number";
-  if (!std::isfinite(x) || !(x > 0)) return "is not a finite number greater than 0";
-  out = x;
-  return std::nullopt;
-}
-
-// 0: parsed; 1: --help; 2: refused (the message printed).
-int parse(int argc, char** argv, options& o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string name = argv[i], value;
-    if (name == "--help") return 1;
-    if (name == "--resume" || name == "--overwrite" || name == "--resume-or-start") {
-      (name == "--overwrite" ? o.overwrite : o.resume) = true;
-      if (name == "--resume-or-start") o.resume_or_start = true;
-      continue;
-    }
-    if (name == "--check-pipeline") {
-      o.check_pipeline = true;
-      continue;
-    }
-    if (const auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1), name = name.substr(0, eq);
-    } else {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "char_lm: %s needs a value (see --help)\n", name.c_str());
-        return 2;
-      }
-      value = argv[++i];
-    }
-    long long n = 0;
-    std::optional<std::string> why;
-    auto whole = [&](int& to, long long lo, long long hi) {
-      if (!(why = parse_int(value, lo, hi, n))) to = static_cast<int>(n);
-    };
-    if (name == "--steps") whole(o.steps, 1, 100000000);
-    else if (name == "--warmup") whole(o.warmup, 0, 100000000);
-    else if (name == "--eval-every") whole(o.eval_every, 0, 100000000);
-    else if (name == "--sample-every") whole(o.sample_every, 0, 100000000);
-    else if (name == "--sample-length") whole(o.sample_length, 1, 250);
-    else if (name == "--save-every") whole(o.save_every, 0, 100000000);
-    else if (name == "--keep") whole(o.keep, 1, 1000000);
-    else if (name == "--devices") {
-      if (value != "1" && value != "2" && value != "4") why = "is not one of 1, 2, 4 (the meshes the data-parallel steps are compiled for)";
-      else o.devices = std::stoi(value);
-    }
-    else if (name == "--seed") {
-      if (!(why = parse_int(value, 0, 4294967295ll, n))) o.seed = static_cast<std::uint32_t>(n);
-    } else if (name == "--learning-rate") why = parse_positive(value, o.learning_rate);
-    else if (name == "--temperature") why = parse_positive(value, o.temperature);
-    else if (name == "--precision") {
-      if (value != "f32" && value != "bf16") why = "is not one of f32, bf16";
-      else o.precision = value;
-    } else if (name == "--prompt") o.prompt = value;
-    else if (name == "--data-dir") o.data_dir = value;
-    else if (name == "--checkpoint-dir") o.checkpoint_dir = value;
-    else if (name == "--trace") o.trace = value;
-    else if (name == "--curve") o.curve = value;
-    else if (name == "--export") o.export_dir = value;
-    else {
-      std::fprintf(stderr, "char_lm: unknown flag %s (see --help)\n", name.c_str());
-      return 2;
-    }
-    if (why) {
-      std::fprintf(stderr, "char_lm: %s '%s' %s\n", name.c_str(), value.c_str(), why->c_str());
-      return 2;
-    }
-  }
-  const char* resume_flag = o.resume_or_start ? "--resume-or-start" : "--resume";
-  for (const auto& [given, flag] : {std::pair{o.resume, resume_flag}, std::pair{o.overwrite, "--overwrite"}})
-    if (given && o.checkpoint_dir.empty()) {
-      std::fprintf(stderr, "char_lm: %s needs --checkpoint-dir\n", flag);
-      return 2;
-    }
-  if (o.resume && o.overwrite) {
-    std::fprintf(stderr, "char_lm: --overwrite starts a new run and %s continues one: give one of them\n", resume_flag);
-    return 2;
-  }
-  if (o.devices > 1 && o.precision != "f32") {
-    std::fprintf(stderr, "char_lm: --devices %d is compiled for --precision f32 only (given %s): give --precision f32, or "
-                         "--devices 1\n", o.devices, o.precision.c_str());
-    return 2;
-  }
+// Returns the exit status when the program stops here: 0 after --help, 2 after a refusal (every problem
+// printed).
+std::optional<int> parse(int argc, char** argv, options& o) {
+  constexpr long long many = 100000000;
+  tessel::io::command_line cl("char_lm", "Trains a character-level Transformer language model on Debian's fortunes.");
+  cl.whole("--steps", o.steps, {1, many}, "N", "train steps (default 5000), each one bucket's batch of 1024 positions")
+      .positive("--learning-rate", o.learning_rate, "X", "AdamW's peak learning rate (default 0.005): linear warm-up, cosine decay to 0")
+      .whole("--warmup", o.warmup, {0, many}, "N", "warm-up steps (default 100; a tenth of --steps when not fewer)")
+      .choice("--precision", o.precision, {"f32", "bf16"},
+              "f32 (default) or bf16: bf16 matmuls, f32 master weights, optimizer state,\nLayerNorm, softmax and loss")
+      .whole("--seed", o.seed, {0, 4294967295LL}, "N", "initialisation, shuffling and sampling seed (default 0)")
+      .whole("--eval-every", o.eval_every, {0, many, "0 (only at the end)"}, "N",
+             "validation loss (bits per character) every N steps and at the end (default 500)")
+      .whole("--sample-every", o.sample_every, {0, many, "0 (never)"}, "N", "print a sample every N steps and at the end (default 500)")
+      .whole("--sample-length", o.sample_length, {1, static_cast<long long>(longest) - 1}, "N",
+             "characters per sample (default 160); with the prompt at most 255")
+      .positive("--temperature", o.temperature, "X", "sampling temperature (default 0.8)")
+      .text("--prompt", o.prompt, "TEXT", "the samples' prompt (default \"The \")")
+      .path("--data-dir", o.data_dir, "DIR", "fortune files (default $TESSEL_FORTUNES_DIR or /usr/share/games/fortunes)")
+      .path("--checkpoint-dir", o.checkpoint_dir, "DIR",
+            "checkpoints (parameters, AdamW state, the pipeline's position) at the end and\n"
+            "every --save-every steps; --keep N of them (default 3). Each records its run:\n"
+            "a random id and the flags that shape the state (--precision, --seed, --steps,\n"
+            "--learning-rate, --warmup, --devices). DIR/lock stops a second run writing DIR")
+      .toggle("--resume", o.resume,
+              "continue from the newest intact checkpoint of DIR (the same flags): the result\nis bit-identical to an uninterrupted run")
+      .toggle("--resume-or-start", o.resume_or_start,
+              "--resume when DIR holds an intact checkpoint, else a new run (a job that is\n"
+              "restarted with the same command line after a crash, or the first time)")
+      .toggle("--overwrite", o.overwrite,
+              "a new run into a DIR holding checkpoints deletes them first (each named on\nstderr); without it such a DIR is refused")
+      .whole("--save-every", o.save_every, {0, many, "0 (only at the end)"}, "N", "also save every N steps (default 0)")
+      .whole("--keep", o.keep, {1, 1000000}, "N", "checkpoints of this run kept (default 3)")
+      .path("--trace", o.trace, "FILE", "a Chrome trace of the run")
+      .path("--curve", o.curve, "PREFIX",
+            "PREFIX.csv: step, train and validation bits per character at each evaluation;\nPREFIX.svg: the same drawn, at the end")
+      .path("--export", o.export_dir, "DIR",
+            "the initial weights and every step's batch, learning rate and loss, for\nbench/torch_char_lm.py train DIR")
+      .choice("--devices", o.devices, {1, 2, 4},
+              "1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
+              "training on 1/N of every batch's rows (f32 only); the same steps as 1 device,\nthe loss summed in another order")
+      .toggle("--check-pipeline", o.check_pipeline, "run one epoch of the input pipeline only and check that no character is lost")
+      .epilogue("The last line is a JSON summary (a figure the run did not measure is null).");
+  const auto rules = [&o] {
+    std::vector<std::string> errors;
+    if (o.checkpoint_dir.empty())
+      for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.resume_or_start, "--resume-or-start"},
+                                        std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
+        if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
+    if (o.overwrite && (o.resume || o.resume_or_start))
+      errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
+                       " continues one: give one of them");
+    if (o.devices > 1 && o.precision != "f32")
+      errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --precision f32 only (given " + o.precision +
+                       "): give --precision f32, or --devices 1");
+    // The model sees 256 positions: the start token, the prompt and the sample.
+    if (o.sample_every > 0 && 1 + o.prompt.size() + static_cast<std::size_t>(o.sample_length) > longest)
+      errors.push_back("--prompt of " + std::to_string(o.prompt.size()) + " bytes and --sample-length " + std::to_string(o.sample_length) +
+                       " need " + std::to_string(1 + o.prompt.size() + static_cast<std::size_t>(o.sample_length)) +
+                       " positions, and the model sees " + std::to_string(longest) + " (one is the start token): give at most " +
+                       std::to_string(longest - 1) + " bytes of the two together, or --sample-every 0");
+    return errors;
+  };
+  if (const auto stop = cl.parse(argc, argv, rules)) return stop;
+  if (o.resume_or_start) o.resume = true;
   if (o.warmup >= o.steps) o.warmup = o.steps / 10;
-  return 0;
+  return std::nullopt;
 }
 
 corpus load(const options& o) {
@@ -250,22 +186,76 @@ int check_pipeline(const options& o, const corpus& c) {
   return ok ? 0 : 1;
 }
 
+// Every output path, before anything is trained or deleted: the directories of --trace and --curve must
+// exist; --export's directory is created. The exit status when one cannot be written (the reasons printed).
+std::optional<int> check_outputs(const options& o) {
+  std::vector<std::string> errors;
+  auto check = [&](const char* flag, const std::string& shown, const std::filesystem::path& file) {
+    if (const auto why = tessel::io::unwritable(file)) errors.push_back(std::string(flag) + " '" + shown + "': " + *why);
+  };
+  if (!o.trace.empty()) check("--trace", o.trace, o.trace);
+  if (!o.curve.empty()) check("--curve", o.curve, o.curve + ".csv");
+  if (!o.export_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.export_dir, ec);
+    if (ec) errors.push_back("--export '" + o.export_dir + "': cannot create it: " + ec.message());
+    else check("--export", o.export_dir, std::filesystem::path(o.export_dir) / "manifest.txt");
+  }
+  for (const std::string& e : errors) std::fprintf(stderr, "char_lm: %s\n", e.c_str());
+  if (errors.empty()) return std::nullopt;
+  return tessel::io::exit_refused;
+}
+
+// Locks --checkpoint-dir and decides what this run is (tessel::io::run_directory: a new run, an
+// overwrite, or a resume checked against the flags that shape the state). The exit status when the
+// program must stop (the reason printed).
+std::optional<int> prepare_directory(options& o) {
+  if (o.checkpoint_dir.empty()) return std::nullopt;
+  const auto start = o.overwrite         ? tessel::io::run_start::overwrite
+                     : o.resume_or_start ? tessel::io::run_start::resume_or_start
+                     : o.resume          ? tessel::io::run_start::resume
+                                         : tessel::io::run_start::new_run;
+  char learning_rate[32];  // the shortest text that reads back as the flag's float
+  const auto written = std::to_chars(learning_rate, learning_rate + sizeof learning_rate - 1, o.learning_rate);
+  *written.ptr = '\0';
+  std::vector<tessel::io::run_setting> settings = {{"--precision", "precision", o.precision},
+                                                   {"--seed", "seed", std::to_string(o.seed)},
+                                                   {"--steps", "steps", std::to_string(o.steps)},
+                                                   {"--learning-rate", "learning_rate", learning_rate},
+                                                   {"--warmup", "warmup", std::to_string(o.warmup)},
+                                                   {"--devices", "devices", std::to_string(o.devices)}};
+  try {
+    o.directory = std::make_shared<tessel::io::run_directory>(
+        o.checkpoint_dir, tessel::io::run_directory_options{.program = "char_lm", .start = start, .settings = std::move(settings),
+                                                            .keep = static_cast<std::size_t>(o.keep)});
+  } catch (const tessel::io::run_refused& e) {
+    std::fprintf(stderr, "char_lm: %s\n", e.what());
+    return tessel::io::exit_refused;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 }  // namespace char_lm
 
 int main(int argc, char** argv) {
   using namespace char_lm;
   options o;
-  if (const int r = parse(argc, argv, o); r != 0) {
-    if (r == 1) usage(stdout);  // a refused flag's message comes alone
-    return r == 1 ? 0 : 2;
-  }
+  if (const auto stop = parse(argc, argv, o)) return *stop;
+  if (const auto stop = check_outputs(o)) return *stop;
   try {
     const corpus c = load(o);
+    if (c.train.chunks.empty()) {
+      const std::string dir = tessel::io::quoted(o.data_dir.empty() ? td::fortunes_dir() : std::filesystem::path(o.data_dir));
+      std::fprintf(stderr, "char_lm: %s holds no fortune records for training (%zu records in all): give --data-dir a directory "
+                   "of fortune files (records separated by lines of '%%'), such as /usr/share/games/fortunes\n", dir.c_str(), c.records);
+      return tessel::io::exit_refused;
+    }
     if (o.check_pipeline) return check_pipeline(o, c);
+    if (const auto stop = prepare_directory(o)) return *stop;
     return o.precision == "bf16" ? train<tessel::bfloat16>(o, c) : train<float>(o, c);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "char_lm: %s\n", e.what());
-    return 1;
+    return tessel::io::exit_failed;
   }
 }

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +63,7 @@ struct options {
   std::string prompt = "The ";
   std::string data_dir;  // default: tessel::data::fortunes_dir()
   std::string checkpoint_dir;
+  std::shared_ptr<tessel::io::run_directory> directory;  // with --checkpoint-dir: prepared by main (char_lm.cpp)
   bool resume = false;
   bool resume_or_start = false;  // --resume-or-start: resume sets it too
   bool overwrite = false;  // a new run into a directory holding checkpoints deletes them first

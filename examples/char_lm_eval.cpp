@@ -44,7 +44,7 @@ double validation_bits(const params_t& p, const std::vector<std::vector<int32>>&
         },
         *b);
   }
-  return nats / std::max(chars, 1.0) / std::log(2.0);
+  return chars > 0 ? nats / chars / std::log(2.0) : std::nan("");  // no validation records: not measured
 }
 
 std::string sample(const params_t& p, const std::string& prompt, std::size_t length, float temperature, tessel::random::key k) {

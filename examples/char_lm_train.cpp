@@ -36,7 +36,8 @@ bool write_curve_svg(const std::string& prefix, const std::string& title) {
   std::map<std::uint64_t, point> by_step;
   for (int number = 2; std::getline(in, line); ++number) {
     point p;
-    if (std::sscanf(line.c_str(), "%" SCNu64 ",%lf,%lf", &p.step, &p.train, &p.validation) != 3) {
+    p.validation = NAN;  // an empty field: no validation records
+    if (std::sscanf(line.c_str(), "%" SCNu64 ",%lf,%lf", &p.step, &p.train, &p.validation) < 2) {
       std::fprintf(stderr, "char_lm: cannot draw %s.svg: line %d of %s.csv is not step,train,validation: '%s'\n",
                    prefix.c_str(), number, prefix.c_str(), line.c_str());
       return false;
@@ -57,13 +58,13 @@ bool write_curve_svg(const std::string& prefix, const std::string& title) {
   return true;
 }
 
-std::string run_id(const options& o, const char* precision) {
-  char text[256];
-  std::snprintf(text, sizeof text, "char_lm layers=%d precision=%s seed=%" PRIu32 " steps=%d lr=%.9g warmup=%d",
-                static_cast<int>(model::L), precision, o.seed, o.steps, static_cast<double>(o.learning_rate), o.warmup);
-  // The devices sum the loss in another order (not bit-identical to one device): a run of its own. A
-  // 1-device run's identity is as before, so its older checkpoints still resume.
-  return o.devices == 1 ? std::string(text) : std::string(text) + " devices=" + std::to_string(o.devices);
+// JSON has no NaN: a figure not measured in this run (no evaluation window, no sample, no validation
+// records) is null, in the progress lines too.
+std::string figure(double v, int digits) {
+  char text[32];
+  if (std::isnan(v)) return "null";
+  std::snprintf(text, sizeof text, "%.*f", digits, v);
+  return text;
 }
 }  // namespace
 
@@ -81,57 +82,18 @@ int train(const options& o, const corpus& data) {
   auto stream = td::from_vector(data.train.chunks) | td::shuffle(shuffle_key) |
                 td::bucket_by_length<bucket_64, bucket_128, bucket_256>() | td::prefetch(2);
 
-  const std::string run = run_id(o, precision);
-  std::optional<tessel::io::directory_lock> lock;
-  std::optional<tessel::io::checkpoint_manager> ckpt;
   std::uint64_t first = 0;
   double resumed_window[2] = {0, 0};  // window_loss, window_chars
-  if (!o.checkpoint_dir.empty()) {
-    std::filesystem::create_directories(o.checkpoint_dir);
-    lock.emplace(o.checkpoint_dir);
-    if (o.overwrite) {  // under the lock, before the manager reads the directory
-      for (const tessel::io::checkpoint_file& f : tessel::io::list_checkpoints(o.checkpoint_dir)) {
-        std::error_code ec;
-        std::filesystem::remove(f.path, ec);
-        if (ec) {
-          std::fprintf(stderr, "char_lm: --overwrite: cannot delete %s: %s\n", f.path.c_str(), ec.message().c_str());
-          return 1;
-        }
-        std::fprintf(stderr, "char_lm: --overwrite: deleted %s (%s)\n", f.path.c_str(),
-                     f.intact() ? ("step " + std::to_string(f.step) + " of run '" + f.run() + "'").c_str() : f.problem.c_str());
-      }
-    }
-    ckpt.emplace(o.checkpoint_dir, tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = run});
-    auto last = o.resume ? ckpt->restore_latest() : std::nullopt;
-    if (o.resume && !last) {
-      if (!o.resume_or_start) {
-        std::fprintf(stderr, "char_lm: --resume: %s holds no intact checkpoint; fix: --resume-or-start to start a new run "
-                             "when there is none, or another --checkpoint-dir\n", o.checkpoint_dir.c_str());
-        return 1;
-      }
-      std::fprintf(stderr, "char_lm: --resume-or-start: %s holds no intact checkpoint: starting a new run\n", o.checkpoint_dir.c_str());
-    }
-    if (last) {
-      for (const std::string& s : last->skipped) std::fprintf(stderr, "char_lm: skipped %s\n", s.c_str());
-      if (last->get(tessel::io::checkpoint_run_key) != run) {
-        std::fprintf(stderr, "char_lm: --resume: %s is of run '%s', these flags make '%s'\n", last->path.c_str(),
-                     last->get(tessel::io::checkpoint_run_key).c_str(), run.c_str());
-        return 2;
-      }
+  if (o.directory) {
+    if (auto last = o.directory->take_resume()) {
       last->load(tessel::io::slot("params", params), tessel::io::slot("opt_state", opt_state));
       stream.restore(td::stream_position::from_json(last->get("data_position")));
       // The training loss summed since the last evaluation, so that the curve's next point averages the
-      // same steps as an uninterrupted run's (absent from an older char_lm's checkpoints: the window restarts).
+      // same steps as an uninterrupted run's.
       for (auto [key, value] : {std::pair{"window_loss", &resumed_window[0]}, std::pair{"window_chars", &resumed_window[1]}})
-        if (last->has(key)) *value = std::strtod(last->get(key).c_str(), nullptr);
+        *value = std::strtod(last->get(key).c_str(), nullptr);
       first = last->step;
-      std::printf("resumed from %s (step %" PRIu64 ")\n", last->path.c_str(), first);
-    } else if (!o.resume && !ckpt->steps().empty()) {
-      std::fprintf(stderr,
-                   "char_lm: %s already holds checkpoints; fix: --resume to continue them, --overwrite to delete them "
-                   "and start a new run, or another --checkpoint-dir\n",
-                   o.checkpoint_dir.c_str());
-      return 2;
+      std::printf("resumed from %s (step %" PRIu64 ") of run %s\n", last->path.c_str(), first, o.directory->run().c_str());
     }
   }
 
@@ -145,7 +107,7 @@ int train(const options& o, const corpus& data) {
     curve = std::fopen((o.curve + ".csv").c_str(), first == 0 ? "w" : "a");
     if (!curve) {
       std::fprintf(stderr, "char_lm: cannot write %s.csv\n", o.curve.c_str());
-      return 2;
+      return 1;
     }
     std::fseek(curve, 0, SEEK_END);
     if (std::ftell(curve) == 0) {  // a new run, or a resumed one killed before its curve had a line
@@ -231,11 +193,11 @@ int train(const options& o, const corpus& data) {
       profile::scope scope("evaluate");
       last_train_bits = window_loss / window_chars / ln2;
       validation = validation_bits(params, data.validation.chunks);
-      std::printf("step %5" PRIu64 "  train %.4f bits/char  validation %.4f bits/char  lr %.2e  |g| %.3f  %.0f tokens/s  wait %.2f s\n",
-                  g + 1, last_train_bits, validation, static_cast<double>(lr[0]), static_cast<double>(norm_value),
+      std::printf("step %5" PRIu64 "  train %.4f bits/char  validation %s bits/char  lr %.2e  |g| %.3f  %.0f tokens/s  wait %.2f s\n",
+                  g + 1, last_train_bits, figure(validation, 4).c_str(), static_cast<double>(lr[0]), static_cast<double>(norm_value),
                   static_cast<double>(trained_chars) / train_seconds, wait_seconds);
       if (curve) {  // on disk before this step's checkpoint, so that a resumed run's CSV misses no line
-        std::fprintf(curve, "%" PRIu64 ",%.6f,%.6f\n", g + 1, last_train_bits, validation);
+        std::fprintf(curve, "%" PRIu64 ",%.6f,%s\n", g + 1, last_train_bits, std::isnan(validation) ? "" : figure(validation, 6).c_str());
         std::fflush(curve);
       }
       window_loss = window_chars = 0, window_steps = 0;
@@ -259,7 +221,7 @@ int train(const options& o, const corpus& data) {
       }
     }
     std::fflush(stdout);
-    if (ckpt && ((o.save_every > 0 && (g + 1) % static_cast<std::uint64_t>(o.save_every) == 0) || last)) {
+    if (o.directory && ((o.save_every > 0 && (g + 1) % static_cast<std::uint64_t>(o.save_every) == 0) || last)) {
       profile::scope scope("checkpoint.snapshot");
       tessel::io::snapshot snap(g + 1);
       char window[2][40];  // exact: hexadecimal floating point
@@ -267,11 +229,11 @@ int train(const options& o, const corpus& data) {
       std::snprintf(window[1], sizeof window[1], "%a", window_chars);
       snap.add("params", params).add("opt_state", opt_state).set("data_position", stream.position().to_json());
       snap.set("window_loss", window[0]).set("window_chars", window[1]);
-      ckpt->save(std::move(snap));
+      o.directory->save(std::move(snap));
     }
   }
-  if (ckpt) ckpt->wait();
-  if (std::isnan(validation)) validation = validation_bits(params, data.validation.chunks);  // resumed at the end
+  if (o.directory) o.directory->checkpoints().wait();
+  if (std::isnan(validation)) validation = validation_bits(params, data.validation.chunks);  // resumed at the end; NaN: none
   bool drawn = true;  // the curve's picture, when asked for; a failure is reported after the summary
   if (curve) {
     std::fclose(curve);
@@ -291,18 +253,11 @@ int train(const options& o, const corpus& data) {
   // The share of the training time the devices spent in collectives (the gradients' all-reduce).
   const double all_reduce_share =
       train_seconds > 0 ? static_cast<double>(tessel::kernels::collective_nanoseconds()) * 1e-9 / train_seconds : 0.0;
-  // JSON has no NaN: a figure not measured in this run (no evaluation window, no sample) is null.
-  auto figure = [](double v, int digits) {
-    char text[32];
-    if (std::isnan(v)) return std::string("null");
-    std::snprintf(text, sizeof text, "%.*f", digits, v);
-    return std::string(text);
-  };
   std::printf("{\"precision\": \"%s\", \"layers\": %d, \"devices\": %d, \"steps\": %d, \"first_step\": %" PRIu64
-              ", \"train_bits\": %s, \"validation_bits\": %.6f, \"sample_known_letters\": %s, \"tokens_per_second\": %.0f, \"positions_per_second\": %.0f, "
+              ", \"train_bits\": %s, \"validation_bits\": %s, \"sample_known_letters\": %s, \"tokens_per_second\": %.0f, \"positions_per_second\": %.0f, "
               "\"train_seconds\": %.2f, \"all_reduce_share\": %.3f, \"input_wait_seconds\": %.3f, \"prefetch_wait_seconds\": %.3f, "
               "\"step_plans\": {%s}, \"steps_per_bucket\": {%s}, \"params_digest\": \"%s\"}\n",
-              precision, static_cast<int>(model::L), o.devices, o.steps, first, figure(last_train_bits, 4).c_str(), validation,
+              precision, static_cast<int>(model::L), o.devices, o.steps, first, figure(last_train_bits, 4).c_str(), figure(validation, 6).c_str(),
               figure(sample_letters.total == 0 ? NAN : sample_letters.share(), 3).c_str(),
               train_seconds > 0 ? static_cast<double>(trained_chars) / train_seconds : 0.0,
               train_seconds > 0 ? static_cast<double>(positions) / train_seconds : 0.0, train_seconds, all_reduce_share, wait_seconds,

@@ -6,9 +6,9 @@
 //                 [--checkpoint-dir DIR [--resume | --resume-or-start | --overwrite] [--save-every N] [--keep N]]
 //                 [--trace FILE] [--curve PREFIX]
 //
-// This file: flags (each checked on its own), output paths checked before training, the checkpoint
-// directory (its lock, the run's identity, what to resume), data loading, the curve (CSV, SVG), progress
-// and checkpoint bookkeeping (run_log).
+// This file: the flags (tessel::io::command_line) and the rules between them, output paths checked before
+// training, the checkpoint directory's settings (tessel::io::run_directory: its lock, the run's identity,
+// what to resume), data loading, the curve (CSV, SVG), progress and checkpoint bookkeeping (run_log).
 // The models and the train step are in fashion_mnist.hpp, instantiated by fashion_mnist_steps.cpp.
 #include "fashion_mnist.hpp"
 #include "curve_svg.hpp"
@@ -17,13 +17,9 @@
 #include "tessel/distributed.hpp"
 #endif
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -32,269 +28,118 @@
 
 namespace fashion_mnist {
 
-void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: fashion_mnist [options]   (--flag value or --flag=value)\n"
-               "  --model M              mlp (784-512-256-10, relu) or cnn (conv 3x3x32, maxpool 2, conv 3x3x64,\n"
-               "                         maxpool 2, dense 128, dense 10: the classic small CNN)\n"
-               "  --epochs N             passes over the 60000 training images, 1 to 100000 (default 10)\n"
-               "  --batch-size N         32, 64, 128 (default) or 256: each size is its own compiled step\n"
-               "  --learning-rate X      Adam's peak learning rate (finite, > 0), decayed to 0 by a cosine (default 0.001\n"
-               "                         for mlp, 0.002 for cnn)\n"
-               "  --precision P          f32 (default) or bf16: bf16 activations and gradients, f32 master\n"
-               "                         weights, optimizer state and loss\n"
-               "  --seed N               the PRNG seed for initialisation and shuffling, 0 to 4294967295 (default 0)\n"
-               "  --data-dir DIR         where the *-idx?-ubyte.gz files are (default: $TESSEL_FASHION_MNIST_DIR\n"
-               "                         or /usr/share/datasets/fashion-mnist)\n"
-               "  --steps N              stop each epoch after N steps (a quick check; default 0: the whole epoch)\n"
-               "  --checkpoint-dir DIR   save checkpoints (parameters, Adam state, step, random key, data position)\n"
-               "                         to DIR/ckpt-<step>.safetensors: atomically, on a background thread, at the\n"
-               "                         end of every epoch and every --save-every steps; the last --keep are kept.\n"
-               "                         Each records its run: a random id and the flags that shape the state\n"
-               "                         (--model, --precision, --batch-size, --seed, --epochs, --steps,\n"
-               "                         --learning-rate). DIR/lock stops a second run writing DIR at the same time\n"
-               "  --resume               continue the run in --checkpoint-dir from its newest intact checkpoint (a\n"
-               "                         damaged newer file is skipped); the flags that shape the state must be the\n"
-               "                         run's. The result is bit-identical to an uninterrupted run. Fails when DIR\n"
-               "                         holds no intact checkpoint, listing each file and why it is unusable\n"
-               "  --resume-or-start      --resume, or a new run when DIR holds no intact checkpoint\n"
-               "  --overwrite            a new run (no --resume) into a DIR holding checkpoints deletes them first;\n"
-               "                         without it such a run refuses to start\n"
-               "  --save-every N         also save every N steps (default 0: only at the end of each epoch)\n"
-               "  --keep N               checkpoints of this run kept, 1 or more (default 3); damaged ones are deleted\n"
-               "  --trace FILE           write a Chrome trace (Perfetto, chrome://tracing): steps, named scopes, the\n"
-               "                         executor's kernels, per-step time and throughput counters, the warm-up mark\n"
-               "  --devices N            1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
-               "                         a thread with its own arena; the batch is split over them, parameters and\n"
-               "                         Adam state replicated, gradients averaged by an all-reduce. With --batch-size 128\n"
-               "  --fully-sharded        with --devices 2 or 4 (--model mlp, --precision f32; 2 also under mpirun -np 2):\n"
-               "                         parameters and Adam state split over the devices too (FSDP, ZeRO-3: jit with\n"
-               "                         shardings gathers each parameter before use and reduce-scatters each gradient;\n"
-               "                         each device updates its 1/N; b3, f32[10], stays whole)\n"
-               "  --tensor-parallel      with --devices 4 (--model mlp, --precision f32; also under mpirun -np 2, \"data\"\n"
-               "                         across the processes): a mesh (\"data\", 2) x (\"model\", 2); the batch split over\n"
-               "                         \"data\", the first two layers over \"model\" as Megatron's MLP (w1, b1 by columns,\n"
-               "                         w2 by rows; one all-reduce over \"model\" a step, inserted by jit with shardings)\n"
-               "  --check-finite         after every kernel, search its result for a NaN or an infinity: the first\n"
-               "                         kernel that stores one stops training, named by its fused primitives and\n"
-               "                         type, with the step (like JAX's jax_debug_nans; slower)\n"
-               "  --curve PREFIX         write the loss/accuracy curve to PREFIX.csv and PREFIX.svg (default with\n"
-               "                         --checkpoint-dir: DIR/curve; without it: no curve)\n"
-               "  --help                 this text\n"
-               "Output paths are checked before training (their directories must exist; DIR is created). A loss that\n"
-               "is not finite stops training at that step. On a terminal a progress bar shows each epoch; otherwise\n"
-               "one line per epoch. The last line is a JSON summary: test_accuracy, epoch_seconds,\n"
-               "samples_per_second, peak_bytes (the train step's plan), run (the checkpoints' run id).\n"
-               "Exit status: 0, 1 (a failure while running), 2 (flags, paths or a checkpoint directory refused).\n");
-}
-
 namespace {
 
 constexpr long long max_count = 2147483647;
 
-// Why `text`, as a whole token, is not an integer in [lo, hi] (digits only: no sign, space, fraction or
-// exponent), or nullopt when it is one (then in `out`).
-std::optional<std::string> parse_whole(const std::string& text, long long lo, long long hi, long long& out) {
-  if (text.empty()) return "is empty";
-  if (text[0] == '-') return "is negative";
-  if (text[0] == '+') return "has a sign";
-  if (text[0] < '0' || text[0] > '9') return "is not a whole number";
-  unsigned long long v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) return "is out of range";
-  if (end != text.data() + text.size()) return "is not a whole number";
-  if (v < static_cast<unsigned long long>(lo) || v > static_cast<unsigned long long>(hi)) return "is out of range";
-  out = static_cast<long long>(v);
-  return std::nullopt;
-}
-
-// Why `text`, as a whole token, is not a finite float greater than 0, or nullopt (then in `out`).
-std::optional<std::string> parse_positive(const std::string& text, float& out) {
-  if (text.empty()) return "is empty";
-  float v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::invalid_argument) return "is not a number";
-  if (end != text.data() + text.size()) return "is not a number (it goes on after '" + std::string(text.data(), end) + "')";
-  if (ec == std::errc::result_out_of_range) return "is out of a float's range";
-  if (!std::isfinite(v)) return "is not finite";
-  if (!(v > 0)) return "is not greater than 0";
-  out = v;
-  return std::nullopt;
-}
-
-// Sets flag `name` from `value`; returns what is wrong with the value ("is negative; expected ..."),
-// or nullopt. Unknown flags are the caller's.
-std::optional<std::string> set_flag(options& o, const std::string& name, const std::string& value) {
-  long long n = 0;
-  auto whole = [&](long long lo, long long hi, const std::string& allowed, auto assign) -> std::optional<std::string> {
-    if (auto why = parse_whole(value, lo, hi, n)) return *why + "; expected " + allowed;
-    assign(n);
-    return std::nullopt;
-  };
-  auto path = [&](std::string& to) -> std::optional<std::string> {
-    if (value.empty()) return std::string("is empty; expected a path");
-    to = value;
-    return std::nullopt;
-  };
-  if (name == "--model") {
-    if (value != "mlp" && value != "cnn") return std::string("is not a model of this example; expected mlp or cnn");
-    o.model = value;
-  } else if (name == "--precision") {
-    if (value != "f32" && value != "bf16") return std::string("is not a supported precision; expected f32 or bf16");
-    o.precision = value;
-  } else if (name == "--batch-size") {
-    if (value != "32" && value != "64" && value != "128" && value != "256")
-      return std::string("is not a compiled batch size; expected 32, 64, 128 or 256");
-    o.batch_size = std::stoi(value);
-  } else if (name == "--epochs") {
-    return whole(1, 100000, "a whole number from 1 to 100000", [&](long long v) { o.epochs = static_cast<int>(v); });
-  } else if (name == "--steps") {
-    return whole(0, max_count, "a whole number from 0 (the whole epoch) to 2147483647",
-                 [&](long long v) { o.steps = static_cast<int>(v); });
-  } else if (name == "--seed") {
-    return whole(0, 4294967295LL, "a whole number from 0 to 4294967295",
-                 [&](long long v) { o.seed = static_cast<std::uint32_t>(v); });
-  } else if (name == "--save-every") {
-    return whole(0, max_count, "a whole number from 0 (only at the end of each epoch) to 2147483647",
-                 [&](long long v) { o.save_every = static_cast<int>(v); });
-  } else if (name == "--keep") {
-    return whole(1, max_count, "a whole number from 1 to 2147483647", [&](long long v) { o.keep = static_cast<int>(v); });
-  } else if (name == "--learning-rate") {
-    if (auto why = parse_positive(value, o.learning_rate))
-      return *why + "; expected a finite number greater than 0, such as 0.001";
-  } else if (name == "--data-dir") {
-    return path(o.data_dir);
-  } else if (name == "--checkpoint-dir") {
-    return path(o.checkpoint_dir);
-  } else if (name == "--trace") {
-    return path(o.trace);
-  } else if (name == "--curve") {
-    return path(o.curve);
-  } else if (name == "--devices") {
-    if (value != "1" && value != "2" && value != "4") return std::string("is not a compiled mesh size; expected 1, 2 or 4");
-    if (!TESSEL_FM_DATA_PARALLEL && value != "1")
-      return std::string("needs the data-parallel steps, which this build leaves out (TESSEL_SANITIZE); expected 1");
-    o.devices = std::stoi(value);
-  }
-  return std::nullopt;
-}
-
-bool takes_value(const std::string& name) {
-  for (const char* f : {"--model", "--precision", "--batch-size", "--epochs", "--steps", "--seed", "--save-every", "--keep",
-                        "--learning-rate", "--data-dir", "--checkpoint-dir", "--trace", "--curve", "--devices"})
-    if (name == f) return true;
-  return false;
-}
-
 }  // namespace
 
-// Every problem of the command line is reported (on stderr, one line each), not only the first.
-std::optional<options> parse(int argc, char** argv) {
-  options o;
+// Every problem of the command line is reported (on stderr, one line each), not only the first. Returns
+// the exit status when the program stops here (0 after --help).
+std::optional<int> parse(int argc, char** argv, options& o) {
 #if TESSEL_FM_PROCESSES
   o.processes = static_cast<int>(tessel::distributed::process_count());
 #endif
-  std::vector<std::string> errors;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      std::exit(0);
+  tessel::io::command_line cl("fashion_mnist", "Trains a classifier on Fashion-MNIST: the whole train step is one jitted function.");
+  cl.choice("--model", o.model, {"mlp", "cnn"},
+            "mlp (784-512-256-10, relu) or cnn (conv 3x3x32, maxpool 2, conv 3x3x64,\nmaxpool 2, dense 128, dense 10: the classic small CNN)")
+      .whole("--epochs", o.epochs, {1, 100000}, "N", "passes over the 60000 training images (default 10)")
+      .choice("--batch-size", o.batch_size, {32, 64, 128, 256}, "each size is its own compiled step (default 128)")
+      .positive("--learning-rate", o.learning_rate, "X",
+                "Adam's peak learning rate, decayed to 0 by a cosine (default 0.001\nfor mlp, 0.002 for cnn)")
+      .choice("--precision", o.precision, {"f32", "bf16"},
+              "f32 (default) or bf16: bf16 activations and gradients, f32 master\nweights, optimizer state and loss")
+      .whole("--seed", o.seed, {0, 4294967295LL}, "N", "the PRNG seed for initialisation and shuffling (default 0)")
+      .path("--data-dir", o.data_dir, "DIR",
+            "where the *-idx?-ubyte.gz files are (default: $TESSEL_FASHION_MNIST_DIR\nor /usr/share/datasets/fashion-mnist)")
+      .whole("--steps", o.steps, {0, max_count, "0 (the whole epoch)"}, "N",
+             "stop each epoch after N steps (a quick check; default 0: the whole epoch)")
+      .path("--checkpoint-dir", o.checkpoint_dir, "DIR",
+            "save checkpoints (parameters, Adam state, step, random key, data position)\n"
+            "to DIR/ckpt-<step>.safetensors: atomically, on a background thread, at the\n"
+            "end of every epoch and every --save-every steps; the last --keep are kept.\n"
+            "Each records its run: a random id and the flags that shape the state\n"
+            "(--model, --precision, --batch-size, --seed, --epochs, --steps,\n"
+            "--learning-rate, --devices, --tensor-parallel). DIR/lock stops a second run\nwriting DIR at the same time")
+      .toggle("--resume", o.resume,
+              "continue the run in --checkpoint-dir from its newest intact checkpoint (a\n"
+              "damaged newer file is skipped); the flags that shape the state must be the\n"
+              "run's. The result is bit-identical to an uninterrupted run. Refused when DIR\n"
+              "holds no intact checkpoint, listing each file and why it is unusable")
+      .toggle("--resume-or-start", o.resume_or_start, "--resume, or a new run when DIR holds no intact checkpoint")
+      .toggle("--overwrite", o.overwrite,
+              "a new run (no --resume) into a DIR holding checkpoints deletes them first;\nwithout it such a run is refused")
+      .whole("--save-every", o.save_every, {0, max_count, "0 (only at the end of each epoch)"}, "N",
+             "also save every N steps (default 0: only at the end of each epoch)")
+      .whole("--keep", o.keep, {1, max_count}, "N", "checkpoints of this run kept (default 3); damaged ones are deleted")
+      .path("--trace", o.trace, "FILE",
+            "write a Chrome trace (Perfetto, chrome://tracing): steps, named scopes, the\n"
+            "executor's kernels, per-step time and throughput counters, the warm-up mark")
+      .choice("--devices", o.devices, {1, 2, 4},
+              "1 (default), 2 or 4: data parallel on a mesh (\"data\", N) of host devices, each\n"
+              "a thread with its own arena; the batch is split over them, parameters and\n"
+              "Adam state replicated, gradients averaged by an all-reduce. With --batch-size 128")
+      .toggle("--fully-sharded", o.fully_sharded,
+              "with --devices 2 or 4 (--model mlp, --precision f32; 2 also under mpirun -np 2):\n"
+              "parameters and Adam state split over the devices too (FSDP, ZeRO-3: jit with\n"
+              "shardings gathers each parameter before use and reduce-scatters each gradient;\n"
+              "each device updates its 1/N; b3, f32[10], stays whole)")
+      .toggle("--tensor-parallel", o.tensor_parallel,
+              "with --devices 4 (--model mlp, --precision f32; also under mpirun -np 2, \"data\"\n"
+              "across the processes): a mesh (\"data\", 2) x (\"model\", 2); the batch split over\n"
+              "\"data\", the first two layers over \"model\" as Megatron's MLP (w1, b1 by columns,\n"
+              "w2 by rows; one all-reduce over \"model\" a step, inserted by jit with shardings)")
+      .toggle("--check-finite", o.check_finite,
+              "after every kernel, search its result for a NaN or an infinity: the first\n"
+              "kernel that stores one stops training, named by its fused primitives and\n"
+              "type, with the step (like JAX's jax_debug_nans; slower)")
+      .path("--curve", o.curve, "PREFIX",
+            "write the loss/accuracy curve to PREFIX.csv and PREFIX.svg (default with\n--checkpoint-dir: DIR/curve; without it: no curve)")
+      .epilogue("Output paths are checked before training (their directories must exist; DIR is created). A loss that\n"
+                "is not finite stops training at that step. On a terminal a progress bar shows each epoch; otherwise\n"
+                "one line per epoch. The last line is a JSON summary: test_accuracy, epoch_seconds,\n"
+                "samples_per_second, peak_bytes (the train step's plan), run (the checkpoints' run id).");
+  const auto rules = [&o] {
+    std::vector<std::string> errors;
+    if (!TESSEL_FM_DATA_PARALLEL && o.devices != 1)
+      errors.push_back("--devices " + std::to_string(o.devices) +
+                       " needs the data-parallel steps, which this build leaves out (TESSEL_SANITIZE): give --devices 1");
+    if (o.checkpoint_dir.empty()) {
+      for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.resume_or_start, "--resume-or-start"},
+                                        std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
+        if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
     }
-    if (!arg.starts_with("--")) {
-      errors.push_back("unexpected argument '" + arg + "' (options start with --)");
-      continue;
-    }
-    std::optional<std::string> value;
-    if (const std::size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    }
-    if (arg == "--resume" || arg == "--resume-or-start" || arg == "--overwrite" || arg == "--check-finite" || arg == "--fully-sharded" ||
-        arg == "--tensor-parallel") {
-      if (value) errors.push_back(arg + " takes no value (given '" + *value + "')");
-      else
-        (arg == "--resume"            ? o.resume
-         : arg == "--overwrite"       ? o.overwrite
-         : arg == "--check-finite"    ? o.check_finite
-         : arg == "--fully-sharded"   ? o.fully_sharded
-         : arg == "--tensor-parallel" ? o.tensor_parallel
-                                      : o.resume_or_start) = true;
-      continue;
-    }
-    if (!takes_value(arg)) {
-      errors.push_back("unknown option " + arg);
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--")) {
-        const std::string next = i + 1 < argc ? " (the next argument is the option " + std::string(argv[i + 1]) + ")" : "";
-        errors.push_back(arg + " needs a value" + next);
-        continue;
-      }
-      value = argv[++i];
-    }
-    if (const auto why = set_flag(o, arg, *value)) errors.push_back(arg + " '" + *value + "' " + *why);
-  }
+    if (o.processes > 1 && (o.processes != 2 || o.model != "mlp" || !(o.devices == 2 || (o.devices == 4 && o.tensor_parallel))))
+      errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
+                       "(one device in each process), or --devices 4 --tensor-parallel (two in each), under mpirun -np 2; given --model " +
+                       o.model + " --devices " + std::to_string(o.devices));
+    if (o.fully_sharded && (o.devices == 1 || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
+      errors.push_back("--fully-sharded is compiled for --devices 2 or 4 with --model mlp --precision f32; given --devices " +
+                       std::to_string(o.devices) + " --model " + o.model + " --precision " + o.precision);
+    if (o.tensor_parallel && (o.devices != 4 || o.fully_sharded || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
+      errors.push_back("--tensor-parallel is compiled for --devices 4 (a mesh of 2 x 2) with --model mlp --precision f32, without "
+                       "--fully-sharded; given --devices " + std::to_string(o.devices) + " --model " + o.model + " --precision " +
+                       o.precision + (o.fully_sharded ? " --fully-sharded" : ""));
+    if (o.devices > 1 && o.batch_size != 128)
+      errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
+                       std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
+    if (o.overwrite && (o.resume || o.resume_or_start))
+      errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
+                       " continues one: give one of them");
+    return errors;
+  };
+  if (const auto stop = cl.parse(argc, argv, rules)) return stop;
   // Adam's peak rate for the model, from runs of each seed: the CNN at 0.001 ends 5 epochs at 0.911-0.915
   // test accuracy, at 0.002 at 0.917-0.921 (0.003: 0.917); the MLP ends 10 epochs at 0.898 with 0.001.
   if (o.learning_rate == 0) o.learning_rate = o.model == "cnn" ? 2e-3f : 1e-3f;
-  if (o.checkpoint_dir.empty()) {
-    for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.resume_or_start, "--resume-or-start"},
-                                      std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
-      if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
-  }
-  if (o.processes > 1 && (o.processes != 2 || o.model != "mlp" || !(o.devices == 2 || (o.devices == 4 && o.tensor_parallel))))
-    errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
-                     "(one device in each process), or --devices 4 --tensor-parallel (two in each), under mpirun -np 2; given --model " +
-                     o.model + " --devices " + std::to_string(o.devices));
-  if (o.fully_sharded && (o.devices == 1 || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
-    errors.push_back("--fully-sharded is compiled for --devices 2 or 4 with --model mlp --precision f32; given --devices " +
-                     std::to_string(o.devices) + " --model " + o.model + " --precision " + o.precision);
-  if (o.tensor_parallel && (o.devices != 4 || o.fully_sharded || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
-    errors.push_back("--tensor-parallel is compiled for --devices 4 (a mesh of 2 x 2) with --model mlp --precision f32, without "
-                     "--fully-sharded; given --devices " + std::to_string(o.devices) + " --model " + o.model + " --precision " +
-                     o.precision + (o.fully_sharded ? " --fully-sharded" : ""));
-  if (o.devices > 1 && o.batch_size != 128)
-    errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
-                     std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
-  if (o.overwrite && (o.resume || o.resume_or_start))
-    errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
-                     " continues one: give one of them");
-  if (!errors.empty()) {
-    for (const std::string& e : errors) std::fprintf(stderr, "fashion_mnist: %s\n", e.c_str());
-    std::fprintf(stderr, "fashion_mnist: see --help\n");
-    return std::nullopt;
-  }
   if (o.resume_or_start) o.resume = true;
   if (o.curve.empty() && !o.checkpoint_dir.empty()) o.curve = (std::filesystem::path(o.checkpoint_dir) / "curve").string();
-  return o;
+  return std::nullopt;
 }
 
 // ---- output paths and the checkpoint directory ------------------------------------------------------
 
 namespace {
-
-// Why `file` cannot be written (its directory is missing, it is a directory, no permission), or nullopt.
-// Tries a temporary file beside it (removed at once); creates nothing else.
-std::optional<std::string> unwritable(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) return tessel::io::quoted(file) + " is a directory";
-  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
-  const auto status = std::filesystem::status(dir, ec);
-  if (!std::filesystem::exists(status)) return "the directory " + tessel::io::quoted(dir) + " does not exist (create it first)";
-  if (!std::filesystem::is_directory(status)) return tessel::io::quoted(dir) + " is not a directory";
-  const std::filesystem::path probe = tessel::io::atomic_temp_path(file);
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    const int error = errno;
-    if (error != EEXIST) return "cannot write in " + tessel::io::quoted(dir) + ": " + std::generic_category().message(error);
-    return std::nullopt;
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return std::nullopt;
-}
 
 std::size_t steps_per_epoch(const options& o) {
   const std::size_t full = tessel::data::fashion_mnist_train_size / static_cast<std::size_t>(o.batch_size);
@@ -308,16 +153,9 @@ std::string float_text(float v) {
   return std::string(buf, end);
 }
 
-// A flag that shapes a run's state, the checkpoint metadata entry that records it, and, for a flag added
-// after checkpoints were first written, the value a checkpoint that does not record it was run with.
-struct identity_field {
-  const char* flag;
-  const char* key;
-  std::string value;
-  const char* unrecorded = nullptr;
-};
-
-std::vector<identity_field> identity(const options& o) {
+// The flags that shape a run's state, recorded in each checkpoint and checked when it resumes.
+// --tensor-parallel came after the first checkpoints: one that does not record it ran without it.
+std::vector<tessel::io::run_setting> run_settings(const options& o) {
   return {{"--model", "model", o.model},
           {"--precision", "precision", o.precision},
           {"--batch-size", "batch_size", std::to_string(o.batch_size)},
@@ -329,67 +167,19 @@ std::vector<identity_field> identity(const options& o) {
           {"--tensor-parallel", "tensor_parallel", o.tensor_parallel ? "true" : "false", "false"}};
 }
 
-// 16 random hex digits.
-std::string new_run_id() {
-  std::uint64_t v = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
-                    (static_cast<std::uint64_t>(::getpid()) << 40);
-  try {
-    std::random_device device;
-    v ^= (static_cast<std::uint64_t>(device()) << 32) ^ device();
-  } catch (const std::exception&) {  // no entropy source: the clock and the pid
-  }
-  for (int round = 0; round < 2; ++round) {  // splitmix64's finaliser: every input bit moves every output bit
-    v += 0x9e3779b97f4a7c15ULL;
-    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    v = (v ^ (v >> 27)) * 0x94d049bb133111ebULL;
-    v ^= v >> 31;
-  }
-  char out[17];
-  for (int i = 0; i < 16; ++i) out[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
-  return std::string(out, 16);
-}
-
-std::string entry(const std::map<std::string, std::string>& metadata, const char* key) {
-  const auto it = metadata.find(key);
-  return it == metadata.end() ? std::string("?") : it->second;
-}
-
-// "step 40 of run 3f9c0d2e1a2b3c4d (mlp f32, batch 64, seed 0, epochs 2 of 20 steps, learning rate 0.001)",
-// or why the file cannot be used.
-std::string describe(const tessel::io::checkpoint_file& f) {
-  if (!f.intact()) return "damaged: " + f.problem;
-  const std::string run = f.run();
-  const auto& m = f.metadata;
-  return "step " + std::to_string(f.step) + " of " +
-         (run.empty() ? std::string("a run without an identity (an older fashion_mnist)") : "run " + run) + " (" +
-         entry(m, "model") + " " + entry(m, "precision") + ", batch " + entry(m, "batch_size") + ", seed " + entry(m, "seed") +
-         ", epochs " + entry(m, "epochs") + " of " + entry(m, "steps_per_epoch") + " steps, learning rate " +
-         entry(m, "learning_rate") + ")";
-}
-
 void error(const std::string& text) { std::fprintf(stderr, "fashion_mnist: %s\n", text.c_str()); }
 
 }  // namespace
 
-// The checkpoint directory of a run: held locked from start-up to exit.
-// A run over processes: process 0 holds the lock and writes; the others only read what to resume.
-struct run_directory {
-  explicit run_directory(const std::filesystem::path& dir, bool writer) {
-    if (writer) lock.emplace(dir);
-  }
-  std::optional<tessel::io::directory_lock> lock;
-  std::string run_id;                                       // recorded in every checkpoint ("tessel.run")
-  std::optional<tessel::io::loaded_checkpoint> resume_from;  // checked against the flags
-};
-
-// Every output path, before anything is trained: the directories of --trace and --curve must exist,
-// --checkpoint-dir is created. False (the reasons printed) when one cannot be written.
+// Every output path, before anything is trained or deleted: --checkpoint-dir is created (the default
+// --curve is in it), the directories of --trace and --curve must exist. False (the reasons printed) when
+// one cannot be written.
 bool check_outputs(const options& o) {
   std::vector<std::string> errors;
   auto check = [&](const char* flag, const std::string& shown, const std::filesystem::path& file) {
-    if (const auto why = unwritable(file)) errors.push_back(std::string(flag) + " '" + shown + "': " + *why);
+    if (const auto why = tessel::io::unwritable(file)) errors.push_back(std::string(flag) + " '" + shown + "': " + *why);
   };
-  bool directory = true;  // the default --curve is in it
+  bool directory = true;
   if (!o.checkpoint_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.checkpoint_dir, ec);
@@ -403,103 +193,25 @@ bool check_outputs(const options& o) {
   return errors.empty();
 }
 
-// Locks --checkpoint-dir and decides what this run is. A new run: refused when the directory holds
-// checkpoint files, unless --overwrite (which deletes them). --resume: the run of the newest intact
-// checkpoint, refused when the flags that shape the state differ from that run's, when the directory
-// mixes runs, or when no checkpoint is intact (unless --resume-or-start: then a new run). Returns the
-// exit status when the program must stop (the reasons printed on stderr).
+// Locks --checkpoint-dir and decides what this run is (tessel::io::run_directory: a new run, an
+// overwrite, or a resume checked against the flags). A process of a run over several that does not write
+// only reads what to resume. Returns the exit status when the program must stop (the reason printed).
 std::optional<int> prepare_directory(options& o, bool writer) {
-  const std::filesystem::path dir = o.checkpoint_dir;
+  const auto start = o.overwrite         ? tessel::io::run_start::overwrite
+                     : o.resume_or_start ? tessel::io::run_start::resume_or_start
+                     : o.resume          ? tessel::io::run_start::resume
+                                         : tessel::io::run_start::new_run;
   try {
-    o.directory = std::make_shared<run_directory>(dir, writer);
-  } catch (const tessel::io::directory_busy& e) {
+    o.directory = std::make_shared<tessel::io::run_directory>(
+        o.checkpoint_dir, tessel::io::run_directory_options{.program = "fashion_mnist", .start = start, .settings = run_settings(o),
+                                                            .keep = static_cast<std::size_t>(o.keep), .writer = writer});
+  } catch (const tessel::io::run_refused& e) {
+    error(e.what());
+    return tessel::io::exit_refused;
+  } catch (const std::exception& e) {
     error(std::string("--checkpoint-dir: ") + e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    error("--checkpoint-dir '" + o.checkpoint_dir + "': " + e.what());
-    return 2;
+    return tessel::io::exit_failed;
   }
-  run_directory& rd = *o.directory;
-  const std::vector<tessel::io::checkpoint_file> files = tessel::io::list_checkpoints(dir);
-  auto listing = [&](auto&& which) {
-    std::string out;
-    for (const auto& f : files)
-      if (which(f)) out += "\n  " + f.path.string() + ": " + describe(f);
-    return out;
-  };
-  const auto all = [](const auto&) { return true; };
-  if (!o.resume && !writer) return std::nullopt;  // a new run: process 0 decides and writes
-  if (!o.resume) {
-    if (!files.empty() && !o.overwrite) {
-      error(o.checkpoint_dir + " holds checkpoints of another run:" + listing(all) +
-            "\nfix: --resume to continue that run, --overwrite to delete these files and start a new run, or another "
-            "--checkpoint-dir");
-      return 2;
-    }
-    for (const auto& f : files) {
-      std::error_code ec;
-      std::filesystem::remove(f.path, ec);
-      if (ec) {
-        error("--overwrite: cannot delete " + f.path.string() + ": " + ec.message());
-        return 1;
-      }
-      error("--overwrite: deleted " + f.path.string() + ": " + describe(f));
-    }
-    rd.run_id = new_run_id();
-    return std::nullopt;
-  }
-  auto newest = std::find_if(files.rbegin(), files.rend(), [](const auto& f) { return f.intact(); });
-  if (newest == files.rend()) {
-    const std::string where = "no intact checkpoint in " + o.checkpoint_dir;
-    if (!o.resume_or_start) {
-      error("--resume: " + where + (files.empty() ? std::string(" (it holds no checkpoint files)") : ":" + listing(all)) +
-            "\nfix: --resume-or-start to start a new run when there is none, --overwrite to delete them and start "
-            "a new run, or another --checkpoint-dir");
-      return 1;
-    }
-    error("--resume-or-start: " + where + ": starting a new run" +
-          (files.empty() ? std::string() : " (the damaged files are deleted at its first save):" + listing(all)));
-    rd.run_id = new_run_id();
-    return std::nullopt;
-  }
-  const std::string run = newest->run();
-  const std::string name = newest->path.string();
-  if (run.empty()) {
-    error("cannot resume: " + name + " records no run identity (it was written by an older fashion_mnist)\n"
-          "fix: start a new run with --overwrite, or another --checkpoint-dir");
-    return 2;
-  }
-  std::string differences, fix;
-  for (const identity_field& field : identity(o)) {
-    std::string have = entry(newest->metadata, field.key);
-    if (have == "?" && field.unrecorded != nullptr) have = field.unrecorded;
-    if (have == field.value) continue;
-    differences += "\n  " + std::string(field.flag) + ": the run has " + have + ", these flags give " + field.value;
-    if (have == "true") fix += " " + std::string(field.flag);
-    else if (have == "false") fix += " without " + std::string(field.flag);
-    else fix += " " + std::string(field.flag) + " " + have;
-  }
-  if (!differences.empty()) {
-    error("cannot resume: " + name + " is " + describe(*newest) + ", and these flags shape another run:" + differences +
-          "\nfix: give the run's flags (" + fix.substr(1) +
-          "), or start a new run with --overwrite or another --checkpoint-dir");
-    return 2;
-  }
-  const std::string mixed = listing([&](const auto& f) { return f.intact() && f.run() != run; });
-  if (!mixed.empty()) {
-    error("cannot resume: " + o.checkpoint_dir + " mixes runs: the newest intact checkpoint is " + name + ", " +
-          describe(*newest) + "; of other runs:" + mixed + "\nfix: move the other runs' files elsewhere");
-    return 2;
-  }
-  for (const auto& f : files)
-    if (!f.intact()) error("skipped a damaged checkpoint (deleted at the next save): " + f.path.string() + ": " + f.problem);
-  try {
-    rd.resume_from = tessel::io::read_checkpoint(newest->path);
-  } catch (const std::exception& e) {
-    error(std::string("cannot resume: ") + e.what());
-    return 1;
-  }
-  rd.run_id = run;
   return std::nullopt;
 }
 
@@ -566,15 +278,13 @@ run_log::run_log(const options& o, std::size_t batch, std::size_t steps, std::si
   bar_.set_batch(static_cast<double>(batch));
   if (!o.checkpoint_dir.empty()) {
     if (!o.directory) throw std::logic_error("run_log: --checkpoint-dir without prepare_directory");
-    if (o.directory->lock)  // the process that writes
-      ckpt_.emplace(o.checkpoint_dir,
-                  tessel::io::checkpoint_options{.keep = static_cast<std::size_t>(o.keep), .run = o.directory->run_id});
+    if (o.directory->writer()) ckpt_ = o.directory.get();
   }
 }
 
 std::optional<tessel::io::loaded_checkpoint> run_log::resume(tessel::random::key& shuffle_key) {
-  if (!o_.directory || !o_.directory->resume_from) return std::nullopt;
-  auto last = std::exchange(o_.directory->resume_from, std::nullopt);
+  auto last = o_.directory ? o_.directory->take_resume() : std::nullopt;
+  if (!last) return std::nullopt;
   shuffle_key = last->key();
   const auto position = tessel::data::stream_position::from_json(last->get("data"));
   first_ = last->step;
@@ -588,7 +298,7 @@ std::optional<tessel::io::loaded_checkpoint> run_log::resume(tessel::random::key
   curve_ = parse_curve_csv(last->get("curve"));
   bar_.line("resumed from " + last->path.string() + " at step " + std::to_string(first_) + " (epoch " +
             std::to_string(position.epoch + 1) + ", batch " + std::to_string(position.index / batch_) + ") of run " +
-            o_.directory->run_id);
+            o_.directory->run());
   epoch_first_ = first_;
   return last;
 }
@@ -620,9 +330,9 @@ void run_log::after_step(std::uint64_t g, double loss, double acc, double second
   if (!std::isfinite(loss)) {
     std::string newest;
     if (ckpt_) {
-      ckpt_->wait();
-      const auto saved = ckpt_->steps();
-      newest = saved.empty() ? "; no checkpoint was saved" : "; the newest checkpoint is " + ckpt_->path_of(saved.back()).string();
+      ckpt_->checkpoints().wait();
+      const auto saved = ckpt_->checkpoints().steps();
+      newest = saved.empty() ? "; no checkpoint was saved" : "; the newest checkpoint is " + ckpt_->checkpoints().path_of(saved.back()).string();
     }
     throw std::runtime_error("the training loss is " + std::string(std::isnan(loss) ? "NaN" : loss > 0 ? "inf" : "-inf") +
                              " at step " + std::to_string(g + 1) + " of " + std::to_string(total_) + " (epoch " +
@@ -674,15 +384,6 @@ void run_log::save(tessel::io::snapshot snap, tessel::random::key shuffle_key) {
                              float_text(o_.learning_rate) + ")");
   snap.set_key(shuffle_key)
       .set("data", tessel::data::stream_position{done / steps_, (done % steps_) * batch_, {}}.to_json())
-      .set("model", o_.model)
-      .set("precision", o_.precision)
-      .set("batch_size", std::to_string(batch_))
-      .set("steps_per_epoch", std::to_string(steps_))
-      .set("seed", std::to_string(o_.seed))
-      .set("epochs", std::to_string(o_.epochs))
-      .set("learning_rate", float_text(o_.learning_rate))
-      .set("devices", std::to_string(o_.devices))
-      .set("tensor_parallel", o_.tensor_parallel ? "true" : "false")
       .set("epoch_loss_sum", exact(epoch_loss_))
       .set("epoch_accuracy_sum", exact(epoch_acc_))
       .set("window_loss_sum", exact(window_loss_))
@@ -693,7 +394,7 @@ void run_log::save(tessel::io::snapshot snap, tessel::random::key shuffle_key) {
 }
 
 void run_log::finish() {
-  if (ckpt_) ckpt_->wait();
+  if (ckpt_) ckpt_->checkpoints().wait();
   if (!o_.trace.empty()) {
     tessel::profile::disable();
     tessel::profile::write_chrome_trace(o_.trace);
@@ -708,7 +409,7 @@ void run_log::finish() {
               ", \"devices\": %d, \"fully_sharded\": %s, \"tensor_parallel\": %s, \"resumed_from\": %" PRIu64 ", \"test_accuracy\": %.4f, \"epoch_seconds\": %.3f, \"samples_per_second\": %.0f, "
               "\"peak_bytes\": %zu, \"all_reduce_share\": %.3f, \"run\": %s}\n",
               o_.model.c_str(), o_.precision.c_str(), batch_, o_.epochs, total_, o_.devices, o_.fully_sharded ? "true" : "false", o_.tensor_parallel ? "true" : "false", first_, accuracy_, epoch_seconds,
-              samples_per_second, peak_bytes_, all_reduce_share, o_.directory ? ("\"" + o_.directory->run_id + "\"").c_str() : "null");
+              samples_per_second, peak_bytes_, all_reduce_share, o_.directory ? ("\"" + o_.directory->run() + "\"").c_str() : "null");
 }
 
 std::string run_log::exact(double v) {
@@ -781,15 +482,14 @@ int main(int argc, char** argv) {
     writer = tessel::distributed::process_index() == 0;
   }
 #endif
-  auto parsed = parse(argc, argv);
-  if (!parsed) return 2;
-  options& o = *parsed;
+  options o;
+  if (const auto stop = parse(argc, argv, o)) return *stop;
   if (!writer) {  // the same training; process 0 reports it and writes the files
     o.trace.clear();
     o.curve.clear();
     if (!std::freopen("/dev/null", "w", stdout)) return 1;
   }
-  if (writer && !check_outputs(o)) return 2;
+  if (writer && !check_outputs(o)) return tessel::io::exit_refused;
   if (!o.checkpoint_dir.empty())
     if (const auto status = prepare_directory(o, writer)) return *status;
   dataset d;

@@ -31,10 +31,6 @@ constexpr std::size_t pixels = 28 * 28;
 constexpr std::size_t classes = 10;
 constexpr std::size_t eval_batch = 1000;  // divides the 10000 test images
 
-// The checkpoint directory of a run, prepared by main before training (fashion_mnist.cpp): its lock, the
-// run's identity, the checkpoint to resume from.
-struct run_directory;
-
 struct options {
   std::string model = "mlp";
   int epochs = 10;
@@ -57,7 +53,9 @@ struct options {
   bool fully_sharded = false;  // parameters and Adam state split over the devices too (jit with shardings)
   bool tensor_parallel = false;  // --devices 4 as a mesh ("data", 2) x ("model", 2): Megatron on "model"
   bool check_finite = false;  // search every kernel's result for NaN and infinity (jax_debug_nans)
-  std::shared_ptr<run_directory> directory;  // with --checkpoint-dir
+  // With --checkpoint-dir, prepared by main before training (fashion_mnist.cpp): its lock, the run's
+  // identity, the checkpoint to resume from.
+  std::shared_ptr<tessel::io::run_directory> directory;
 };
 
 struct dataset {
@@ -288,7 +286,7 @@ class run_log {
   std::uint64_t window_steps_ = 0, first_ = 0, epoch_first_ = 0, trained_ = 0;
   std::vector<curve_point> curve_;
   progress bar_;
-  std::optional<tessel::io::checkpoint_manager> ckpt_;
+  tessel::io::run_directory* ckpt_ = nullptr;  // the process that writes the checkpoints
   clock::time_point epoch_start_;
 };
 
