@@ -11,6 +11,8 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -38,6 +40,8 @@ constexpr std::string_view name_of(dtype_code c) {
   return names[static_cast<int>(c)];
 }
 constexpr std::size_t bytes_of(dtype_code c) { return c == dtype_code::bf16 ? 2 : c == dtype_code::pred ? 1 : 4; }
+// A value's bytes in a tile, the executor's working form: bf16 is computed as f32 there, pred stays a byte.
+constexpr std::size_t tile_bytes(dtype_code c) { return c == dtype_code::pred ? 1 : 4; }
 constexpr bool is_floating(dtype_code c) { return c == dtype_code::f32 || c == dtype_code::bf16; }
 
 // A run-time-valued shape for constexpr passes (the static shape<...> is its type-level twin).
@@ -168,6 +172,10 @@ using jvp_fn = int (*)(graph_builder& g, int node, const std::array<int, max_ope
 // node, returns its id and sets out_axis to its result's batch axis.
 using batch_fn = int (*)(graph_builder& g, const node& n, const std::array<int, max_operands>& operands,
                          const std::array<int, max_operands>& axes, int& out_axis);
+// sum_over_steps (a scan's backward pass): `stacked` holds `n`'s operands for every step of a loop, each
+// with a new leading axis of the steps; emits one node equal to the sum over the steps of `n` applied to
+// each step's operands (a contraction contracts the step axis as well: one GEMM for L rank-1 updates).
+using sum_over_steps_fn = int (*)(graph_builder& g, const node& n, const std::array<int, max_operands>& stacked);
 
 // Everything about one primitive. Each primitive file defines one `inline constexpr primitive`.
 struct primitive {
@@ -186,6 +194,7 @@ struct primitive {
   vjp_fn vjp = nullptr;                // reverse mode; null with differentiable = false means "no gradient"
   jvp_fn jvp = nullptr;
   batch_fn batch = nullptr;            // vmap; primitives without operands (parameters, literals, generators) need none
+  sum_over_steps_fn sum_over_steps = nullptr;  // null: a scan's backward pass sums the steps' values in a carry
   bool differentiable = true;          // false: the result is piecewise constant (floor, comparisons, argmax)
   // Inside shard_map, the mesh axes the result varies along, given the union of the operands' (a
   // collective's rule: psum removes its axes, all_gather adds them). Null: that union.
@@ -358,5 +367,20 @@ class graph_builder {
   std::vector<node> nodes_;
   std::vector<int> table_;
 };
+
+// The one node constructor (ir::emit, ir/tracer.hpp, and every rule that emits a node call it): the
+// primitive, dtype, shape, operands and attributes, and the dtype of operand 0 (by default operand 0's
+// own; without operands, `dtype`). Returns the node's id (an equal node's, if one exists: hash-consing).
+constexpr int make_node(graph_builder& g, const primitive& p, dtype_code dtype, const dims& shape, std::initializer_list<int> operands,
+                        const attributes& a = {}, std::optional<dtype_code> operand_dtype = std::nullopt) {
+  node n;
+  n.prim = &p;
+  n.dtype = dtype;
+  n.shape = shape;
+  for (int o : operands) n.operands[n.arity++] = o;
+  n.operand_dtype = operand_dtype ? *operand_dtype : (n.arity ? g[n.operands[0]].dtype : dtype);
+  n.attr = a;
+  return g.add(n);
+}
 
 }  // namespace tessel::ir

@@ -23,14 +23,7 @@ constexpr dims dims_of() {
 template <class T, class S>
 constexpr tracer<T, S> emit(graph_builder* g, const primitive& p, std::initializer_list<int> operands,
                             const attributes& attr = {}, dtype_code operand_dtype = code_of<T>()) {
-  node n;
-  n.prim = &p;
-  n.dtype = code_of<T>();
-  n.operand_dtype = operand_dtype;
-  n.shape = dims_of<S>();
-  for (int o : operands) n.operands[n.arity++] = o;
-  n.attr = attr;
-  return tracer<T, S>{g, g->add(n)};
+  return tracer<T, S>{g, make_node(*g, p, code_of<T>(), dims_of<S>(), operands, attr, operand_dtype)};
 }
 
 }  // namespace ir

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "tessel/ir/program.hpp"
+#include "tessel/ir/region.hpp"
 
 namespace tessel::plan {
 
@@ -144,28 +145,10 @@ struct builder {
   std::array<int, N> region_of{};              // the innermost region whose parameters a node depends on, or -1
   std::array<bool, ir::max_constructs> construct_live{};
 
-  // Regions: a construct runs in its parent region; a region's parent is its construct's.
-  constexpr int parent_of(int r) const { return p.construct(p.region(r).construct).parent; }
-  constexpr int depth_of(int r) const { return r < 0 ? 0 : 1 + depth_of(parent_of(r)); }
-  constexpr bool contains(int outer, int r) const {  // region r is outer or inside it (-1 contains all)
-    for (; r >= 0; r = parent_of(r))
-      if (r == outer) return true;
-    return outer < 0;
-  }
-  constexpr void find_regions() {
-    for (std::size_t i = 0; i < N; ++i) {
-      const ir::node& n = p.nodes[i];
-      int r = -1;
-      if (n.prim->kind == ir::prim_kind::region_parameter) r = static_cast<int>(n.attr.ints[0]);
-      else if (n.prim->kind == ir::prim_kind::control) r = p.construct(static_cast<int>(n.attr.ints[0])).parent;
-      else
-        for (std::size_t a = 0; a < n.arity; ++a) {
-          const int o = region_of[static_cast<std::size_t>(n.operands[a])];
-          if (depth_of(o) > depth_of(r)) r = o;
-        }
-      region_of[i] = r;
-    }
-  }
+  // Regions: each node's by the one rule (ir/region.hpp).
+  constexpr int parent_of(int r) const { return ir::parent_region(p, r); }
+  constexpr bool contains(int outer, int r) const { return ir::region_inside(p, r, outer); }  // -1 contains all
+  constexpr void find_regions() { ir::assign_regions(p, 0, static_cast<int>(N), region_of); }
   // A node the executor copies whole (a construct's input, a body's result, a carry parameter).
   constexpr void keep(int id) {
     ++user_count[static_cast<std::size_t>(id)];

@@ -82,7 +82,7 @@ constexpr auto all_gather(X x) {
   prim::collective::bind(g, "tessel::all_gather", Axes, a);
   a.push(static_cast<std::int64_t>(axis));
   a.push(Tiled ? 1 : 0);
-  return result{x.graph, prim::build::make(g, prim::all_gather_p, g[x.id].dtype, ir::dims_of<typename R::type>(), {x.id}, a)};
+  return result{x.graph, ir::make_node(g, prim::all_gather_p, g[x.id].dtype, ir::dims_of<typename R::type>(), {x.id}, a)};
 }
 }  // namespace tessel
 

@@ -120,7 +120,7 @@ constexpr auto all_to_all(X x) {
     a.push(static_cast<std::int64_t>(split));
     a.push(static_cast<std::int64_t>(concat));
     a.push(Tiled ? 1 : 0);
-    return tracer<T, R>{x.graph, prim::build::make(g, prim::all_to_all_p, g[x.id].dtype, ir::dims_of<R>(), {x.id}, a)};
+    return tracer<T, R>{x.graph, ir::make_node(g, prim::all_to_all_p, g[x.id].dtype, ir::dims_of<R>(), {x.id}, a)};
   }
 }
 }  // namespace tessel

@@ -55,7 +55,7 @@ constexpr int argmax_batch(ir::graph_builder& g, const ir::node& n, const std::a
   ir::attributes attr;
   attr.push(static_cast<std::int64_t>(moved));
   out_axis = static_cast<int>(a < b ? b - 1 : b);
-  return build::make(g, *n.prim, n.dtype, batching::drop_axis(g[ops[0]].shape, moved), {ops[0]}, attr, n.operand_dtype, true);
+  return ir::make_node(g, *n.prim, n.dtype, batching::drop_axis(g[ops[0]].shape, moved), {ops[0]}, attr, n.operand_dtype);
 }
 
 inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax, .batch = &argmax_batch,

@@ -38,7 +38,7 @@ constexpr tracer<std::int32_t, shape<>> axis_index(Anchor anchor) {
   ir::graph_builder& g = *anchor.graph;
   ir::attributes a;
   prim::collective::bind(g, "tessel::axis_index", Axes, a);
-  return {anchor.graph, prim::build::make(g, prim::axis_index_p, ir::dtype_code::s32, ir::dims{}, {}, a)};
+  return {anchor.graph, ir::make_node(g, prim::axis_index_p, ir::dtype_code::s32, ir::dims{}, {}, a)};
 }
 
 template <class M, spec_entry Axes>

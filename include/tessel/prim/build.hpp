@@ -33,19 +33,6 @@ namespace build {
 
 constexpr const ir::node& at(const ir::graph_builder& g, int id) { return g[id]; }
 
-constexpr int make(ir::graph_builder& g, const ir::primitive& p, ir::dtype_code dtype, const ir::dims& shape,
-                   std::initializer_list<int> operands, const ir::attributes& a = {}, ir::dtype_code operand_dtype = ir::dtype_code::f32,
-                   bool operand_dtype_given = false) {
-  ir::node n;
-  n.prim = &p;
-  n.dtype = dtype;
-  n.shape = shape;
-  for (int o : operands) n.operands[n.arity++] = o;
-  n.operand_dtype = operand_dtype_given ? operand_dtype : (n.arity ? g[n.operands[0]].dtype : dtype);
-  n.attr = a;
-  return g.add(n);
-}
-
 // The literal a node stands for (a literal or a broadcast of one), or -1.
 constexpr int literal_behind(const ir::graph_builder& g, int id) {
   const ir::node& n = g[id];
@@ -71,7 +58,7 @@ constexpr bool fold(const ir::primitive& p, double a, double b, double& out) {
 constexpr int unary(ir::graph_builder& g, const ir::primitive& p, int x) {
   if (&p == &neg_p && ir::is_floating(g[x].dtype) && literal_behind(g, x) >= 0)
     return scalar_like(g, x, -g[literal_behind(g, x)].attr.scalar);
-  return make(g, p, g[x].dtype, g[x].shape, {x});
+  return ir::make_node(g, p, g[x].dtype, g[x].shape, {x});
 }
 constexpr int binary(ir::graph_builder& g, const ir::primitive& p, int a, int b) {
   const int la = literal_behind(g, a), lb = literal_behind(g, b);
@@ -81,16 +68,16 @@ constexpr int binary(ir::graph_builder& g, const ir::primitive& p, int a, int b)
   // x * 1 and 1 * x are x.
   if (&p == &mul_p && lb >= 0 && g[lb].attr.scalar == 1.0) return a;
   if (&p == &mul_p && la >= 0 && g[la].attr.scalar == 1.0) return b;
-  return make(g, p, g[a].dtype, g[a].shape, {a, b});
+  return ir::make_node(g, p, g[a].dtype, g[a].shape, {a, b});
 }
 constexpr int compare(ir::graph_builder& g, const ir::primitive& p, int a, int b) {
-  return make(g, p, ir::dtype_code::pred, g[a].shape, {a, b});
+  return ir::make_node(g, p, ir::dtype_code::pred, g[a].shape, {a, b});
 }
 
 constexpr int literal(ir::graph_builder& g, ir::dtype_code dtype, double value) {
   ir::attributes a;
   a.scalar = value;
-  return make(g, literal_p, dtype, ir::dims{}, {}, a);
+  return ir::make_node(g, literal_p, dtype, ir::dims{}, {}, a);
 }
 
 // x broadcast to `shape`: operand axis i becomes result axis dims[i].
@@ -98,7 +85,7 @@ constexpr int broadcast_in_dim(ir::graph_builder& g, int x, const ir::dims& shap
   if (g[x].shape == shape) return x;
   ir::attributes a;
   for (std::size_t i = 0; i < g[x].shape.rank; ++i) a.push(dims[i]);
-  return make(g, broadcast_in_dim_p, g[x].dtype, shape, {x}, a);
+  return ir::make_node(g, broadcast_in_dim_p, g[x].dtype, shape, {x}, a);
 }
 
 // A scalar of x's dtype spread over x's shape.
@@ -120,17 +107,17 @@ constexpr int mul(ir::graph_builder& g, int a, int b) { return binary(g, mul_p, 
 constexpr int div(ir::graph_builder& g, int a, int b) { return binary(g, div_p, a, b); }
 constexpr int neg(ir::graph_builder& g, int a) { return unary(g, neg_p, a); }
 constexpr int scale(ir::graph_builder& g, int a, double factor) { return mul(g, a, scalar_like(g, a, factor)); }
-constexpr int select(ir::graph_builder& g, int p, int a, int b) { return make(g, select_p, g[a].dtype, g[a].shape, {p, a, b}, {}, ir::dtype_code::pred, true); }
+constexpr int select(ir::graph_builder& g, int p, int a, int b) { return ir::make_node(g, select_p, g[a].dtype, g[a].shape, {p, a, b}, {}, ir::dtype_code::pred); }
 constexpr int zeros_like(ir::graph_builder& g, int x) { return scalar_like(g, x, 0.0); }
 
 constexpr int convert(ir::graph_builder& g, int x, ir::dtype_code to) {
   if (g[x].dtype == to) return x;
-  return make(g, convert_element_type_p, to, g[x].shape, {x});
+  return ir::make_node(g, convert_element_type_p, to, g[x].shape, {x});
 }
 
 constexpr int reshape(ir::graph_builder& g, int x, const ir::dims& shape) {
   if (g[x].shape == shape) return x;
-  return make(g, reshape_p, g[x].dtype, shape, {x});
+  return ir::make_node(g, reshape_p, g[x].dtype, shape, {x});
 }
 
 // Result axis i is x's axis perm[i].
@@ -146,7 +133,7 @@ constexpr int transpose(ir::graph_builder& g, int x, const std::array<std::size_
     a.push(static_cast<std::int64_t>(perm[i]));
   }
   if (identity) return x;
-  return make(g, transpose_p, g[x].dtype, out, {x}, a);
+  return ir::make_node(g, transpose_p, g[x].dtype, out, {x}, a);
 }
 
 // Sum over `axes` (a set, any order); no axes: x itself.
@@ -159,7 +146,7 @@ constexpr int reduce(ir::graph_builder& g, const ir::primitive& p, int x, std::a
     else out.d[out.rank++] = s.d[i];
   }
   if (a.count == 0) return x;
-  return make(g, p, g[x].dtype, out, {x}, a);
+  return ir::make_node(g, p, g[x].dtype, out, {x}, a);
 }
 
 // Spreads r (x reduced over `reduced` axes) back over x's shape.
@@ -193,7 +180,7 @@ constexpr int slice(ir::graph_builder& g, int x, const offsets& start, const off
   }
   for (std::size_t i = 0; i < s.rank; ++i) a.push(stride[i]);
   if (identity) return x;
-  return make(g, slice_p, g[x].dtype, shape, {x}, a);
+  return ir::make_node(g, slice_p, g[x].dtype, shape, {x}, a);
 }
 
 // x spread into `shape` with `value` (a scalar node) around and between: element i of axis a lands at
@@ -208,7 +195,7 @@ constexpr int pad(ir::graph_builder& g, int x, int value, const offsets& lo, con
   }
   for (std::size_t i = 0; i < s.rank; ++i) a.push(interior[i]);
   if (identity) return x;
-  return make(g, pad_p, g[x].dtype, shape, {x, value}, a);
+  return ir::make_node(g, pad_p, g[x].dtype, shape, {x, value}, a);
 }
 
 // Two or three operands joined along `axis` (lax.concatenate; longer lists nest).
@@ -217,8 +204,8 @@ constexpr int concatenate(ir::graph_builder& g, const std::array<int, ir::max_op
   for (std::size_t k = 1; k < count; ++k) shape.d[axis] += g[xs[k]].shape.d[axis];
   ir::attributes a;
   a.push(static_cast<std::int64_t>(axis));
-  if (count == 2) return make(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1]}, a);
-  return make(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1], xs[2]}, a);
+  if (count == 2) return ir::make_node(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1]}, a);
+  return ir::make_node(g, concatenate_p, g[xs[0]].dtype, shape, {xs[0], xs[1], xs[2]}, a);
 }
 
 // ---- take and scatter_add at value level -----------------------------------------------------------
@@ -240,7 +227,7 @@ constexpr int take(ir::graph_builder& g, int x, int indices, std::size_t axis, i
   ir::attributes a;
   a.push(static_cast<std::int64_t>(axis));
   a.push(static_cast<std::int64_t>(mode));
-  return make(g, take_p, g[x].dtype, out, {x, indices}, a);
+  return ir::make_node(g, take_p, g[x].dtype, out, {x, indices}, a);
 }
 
 // x with `updates` (shaped as take's result) added at `indices` along `axis`; repeated indices add up.
@@ -249,7 +236,7 @@ constexpr int scatter_add(ir::graph_builder& g, int x, int indices, int updates,
   ir::attributes a;
   a.push(static_cast<std::int64_t>(axis));
   a.push(static_cast<std::int64_t>(mode == index_code::clip ? index_code::clip : index_code::fill));
-  return make(g, scatter_add_p, g[x].dtype, g[x].shape, {x, indices, updates}, a);
+  return ir::make_node(g, scatter_add_p, g[x].dtype, g[x].shape, {x, indices, updates}, a);
 }
 
 // ---- dot_general at value level: the shape rule and the GEMM-readable layouts ---------------------
@@ -358,7 +345,7 @@ constexpr int dot_general(ir::graph_builder& g, int lhs_in, int rhs_in, const do
   for (std::size_t i = 0; i < d.nb; ++i) a.push(moved(rp, rr, d.rb[i]));
   for (std::size_t i = 0; i < d.nc; ++i) a.push(moved(lp, lr, d.lc[i]));
   for (std::size_t i = 0; i < d.nc; ++i) a.push(moved(rp, rr, d.rc[i]));
-  return make(g, dot_general_p, g[lhs].dtype, out, {l, r}, a);
+  return ir::make_node(g, dot_general_p, g[lhs].dtype, out, {l, r}, a);
 }
 
 // The dimension numbers a dot_general node was emitted with (in its operands' current layout).

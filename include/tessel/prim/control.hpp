@@ -5,7 +5,7 @@
 // slice of xs, a branch operand) and control is one output of the construct (a final carry, stacked ys,
 // the taken branch's result). Neither has kernels: the planner plans each region as a range of kernels and
 // the executor runs that range per step (scan) or for the chosen branch (switch). Gradients go through the
-// whole construct at once (autodiff.hpp), not through these nodes one by one.
+// whole construct at once (transform/control_vjp.hpp, control_jvp.hpp), not through these nodes one by one.
 
 #include <cstdint>
 #include <vector>
@@ -48,7 +48,7 @@ constexpr int open_region(ir::graph_builder& g, int c) {
 
 // Region r's next parameter, varying along the mesh axes `varying` (inside shard_map: those of the value
 // it stands for). A transform that makes a body before listing its construct's inputs (a backward scan)
-// names them; they decide where its cotangents are psummed (autodiff.hpp, invariant_cotangent).
+// names them; they decide where its cotangents are psummed (transform/sweeps.hpp, invariant_cotangent).
 constexpr int region_parameter(ir::graph_builder& g, int r, ir::dtype_code dtype, const ir::dims& shape, std::uint8_t varying) {
   ir::node n;
   n.prim = &region_parameter_p;

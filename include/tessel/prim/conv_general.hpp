@@ -314,8 +314,6 @@ inline void store(ir::dtype_code dtype, const float* src, std::size_t count, voi
   }
 }
 
-inline std::size_t elem_size(ir::dtype_code d) { return d == ir::dtype_code::bf16 ? 2 : 4; }
-
 // Floats of im2col panel per item: half the thread's cache budget (the GEMM's packed panels and the
 // result block take the rest).
 inline std::size_t panel_floats(std::size_t cache_bytes) { return std::max<std::size_t>(cache_bytes / 8, 4096); }
@@ -386,7 +384,7 @@ void filter_grad_rows(const conv_geometry& g, const T* x, const void* ct, ir::dt
   T* panel = reinterpret_cast<T*>(s.panel);
   im2col(g, x, r0, count, panel, true);  // [width, count]: the GEMM's A, read row-major
   const kernels::matrix_view patches_t{panel, count, 1, std::is_same_v<T, bfloat16>};
-  const kernels::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * elem_size(dtype), g.o, 1,
+  const kernels::matrix_view b{static_cast<const unsigned char*>(ct) + r0 * g.o * ir::bytes_of(dtype), g.o, 1,
                                dtype == ir::dtype_code::bf16};
   kernels::select_gemm()(patches_t, b, 0, width, g.o, count, s.block, g.o, s.gemm);
   for (std::size_t i = 0; i < out; ++i) a.partial[i] += s.block[i];
@@ -466,15 +464,15 @@ void conv_filter_grad_item(const ir::item_args& a, const ir::item_plan& plan, st
 namespace build {
 
 constexpr int conv(ir::graph_builder& g, int x, int w, const ir::attributes& a) {
-  return make(g, conv_general_p, g[x].dtype, conv_output_shape(g[x].shape, g[w].shape, a), {x, w}, a);
+  return ir::make_node(g, conv_general_p, g[x].dtype, conv_output_shape(g[x].shape, g[w].shape, a), {x, w}, a);
 }
 // The cotangent of conv's input: ct [N, OH, OW, O] and w back to x_shape.
 constexpr int conv_input_grad(ir::graph_builder& g, int ct, int w, const ir::attributes& a, const ir::dims& x_shape) {
-  return make(g, conv_input_grad_p, g[ct].dtype, x_shape, {ct, w}, a);
+  return ir::make_node(g, conv_input_grad_p, g[ct].dtype, x_shape, {ct, w}, a);
 }
 // The cotangent of conv's filter: x and ct [N, OH, OW, O] to w_shape.
 constexpr int conv_filter_grad(ir::graph_builder& g, int x, int ct, const ir::attributes& a, const ir::dims& w_shape) {
-  return make(g, conv_filter_grad_p, g[x].dtype, w_shape, {x, ct}, a);
+  return ir::make_node(g, conv_filter_grad_p, g[x].dtype, w_shape, {x, ct}, a);
 }
 
 }  // namespace build

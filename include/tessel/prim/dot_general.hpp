@@ -67,7 +67,7 @@ constexpr dot_layout layout_of(const ir::node& n, const ir::node& lhs, const ir:
 // The whole contraction on one thread (the executor splits rows between threads itself).
 inline void run_dot_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   dot_layout d = layout_of(n, *operands[0], *operands[1]);
-  const std::size_t elem = n.operand_dtype == ir::dtype_code::bf16 ? 2 : 4;
+  const std::size_t elem = ir::bytes_of(n.operand_dtype);
   auto* scratch = static_cast<float*>(::operator new(kernels::gemm_scratch_floats() * sizeof(float), std::align_val_t{64}));
   auto* c = static_cast<float*>(::operator new(d.m * d.n * sizeof(float) + 64, std::align_val_t{64}));
   for (std::size_t b = 0; b < d.batch; ++b) {
@@ -190,6 +190,24 @@ constexpr int dot_general_batch(ir::graph_builder& g, const ir::node& n, const s
   return build::dot_general(g, ops[0], ops[1], e);
 }
 
+// The sum over steps of dot(a_i, b_i) is dot(A, B) with the step axis (0 of both) contracted as well.
+constexpr int dot_general_sum_over_steps(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& stacked) {
+  const build::dot_dims d = build::dims_of_dot(n);
+  build::dot_dims e;
+  e.nb = d.nb;
+  e.nc = d.nc + 1;
+  for (std::size_t i = 0; i < d.nb; ++i) {
+    e.lb[i] = d.lb[i] + 1;
+    e.rb[i] = d.rb[i] + 1;
+  }
+  e.lc[0] = e.rc[0] = 0;
+  for (std::size_t i = 0; i < d.nc; ++i) {
+    e.lc[i + 1] = d.lc[i] + 1;
+    e.rc[i + 1] = d.rc[i] + 1;
+  }
+  return build::dot_general(g, stacked[0], stacked[1], e);
+}
+
 constexpr ir::gemm_extent dot_general_extent(const ir::node& n, const ir::node& lhs, const ir::node& rhs) {
   const dot_layout d = layout_of(n, lhs, rhs);
   return {d.batch, d.m, d.n, d.k};
@@ -201,7 +219,8 @@ inline constexpr ir::primitive dot_general_p{.name = "dot_general",
                                              .extent = &dot_general_extent,
                                              .vjp = &dot_general_vjp,
                                              .jvp = &dot_general_jvp,
-                                             .batch = &dot_general_batch};
+                                             .batch = &dot_general_batch,
+                                             .sum_over_steps = &dot_general_sum_over_steps};
 
 template <fixed_string Op, class L, class R, class Lc, class Rc, class Lb, class Rb>
 struct dot_check {

@@ -40,7 +40,7 @@ inline constexpr ir::primitive materialize_p{.name = "materialize",
 
 template <Traced X>
 constexpr X materialize(X x) {
-  return X{x.graph, prim::build::make(*x.graph, prim::materialize_p, x.graph->operator[](x.id).dtype,
+  return X{x.graph, ir::make_node(*x.graph, prim::materialize_p, x.graph->operator[](x.id).dtype,
                                       x.graph->operator[](x.id).shape, {x.id})};
 }
 }  // namespace tessel

@@ -20,7 +20,7 @@ namespace tessel {
 namespace prim {
 
 inline void evaluate_optimization_barrier(const ir::node& n, const void* const* in, void* out, std::size_t count) {
-  std::memcpy(out, in[0], count * (n.dtype == ir::dtype_code::pred ? 1 : 4));  // tiles: 4-byte values, pred 1 byte
+  std::memcpy(out, in[0], count * ir::tile_bytes(n.dtype));
 }
 constexpr void optimization_barrier_vjp(ir::graph_builder&, int, int ct, std::array<int, ir::max_operands>& out) { out[0] = ct; }
 constexpr int optimization_barrier_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
@@ -46,7 +46,7 @@ namespace build {
 constexpr int optimization_barrier(ir::graph_builder& g, int x, int after) {
   ir::attributes a;
   a.push(after);
-  return make(g, optimization_barrier_p, g[x].dtype, g[x].shape, {x}, a);
+  return ir::make_node(g, optimization_barrier_p, g[x].dtype, g[x].shape, {x}, a);
 }
 }  // namespace build
 }  // namespace prim

@@ -119,7 +119,7 @@ constexpr X ppermute(X x) {
       }
       a.ints[a.count - n + static_cast<std::size_t>(e.to)] = e.from;
     }
-    return X{x.graph, prim::build::make(g, prim::ppermute_p, g[x.id].dtype, g[x.id].shape, {x.id}, a)};
+    return X{x.graph, ir::make_node(g, prim::ppermute_p, g[x.id].dtype, g[x.id].shape, {x.id}, a)};
   }
 }
 }  // namespace tessel

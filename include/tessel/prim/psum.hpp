@@ -62,7 +62,7 @@ constexpr X all_reduce(const ir::primitive& p, std::string_view op, const spec_e
   ir::attributes a;
   const std::size_t n = bind(*x.graph, op, names, a);
   if (size) *size = n;
-  return X{x.graph, build::make(*x.graph, p, x.graph->operator[](x.id).dtype, x.graph->operator[](x.id).shape, {x.id}, a)};
+  return X{x.graph, ir::make_node(*x.graph, p, x.graph->operator[](x.id).dtype, x.graph->operator[](x.id).shape, {x.id}, a)};
 }
 }  // namespace collective
 }  // namespace prim

@@ -96,7 +96,7 @@ constexpr auto psum_scatter(X x) {
     prim::collective::bind(g, "tessel::psum_scatter", Axes, a);
     a.push(static_cast<std::int64_t>(dim));
     a.push(Tiled ? 1 : 0);
-    return tracer<T, typename R::type>{x.graph, prim::build::make(g, prim::psum_scatter_p, g[x.id].dtype, ir::dims_of<typename R::type>(), {x.id}, a)};
+    return tracer<T, typename R::type>{x.graph, ir::make_node(g, prim::psum_scatter_p, g[x.id].dtype, ir::dims_of<typename R::type>(), {x.id}, a)};
   }
 }
 }  // namespace tessel

@@ -2,7 +2,7 @@
 // pvary (JAX's pcast(x, axes, to='varying')): the identity, whose result is typed as varying along the named
 // mesh axes. It is what psum's transpose is: where an invariant value meets device-varying ones, its
 // cotangent differs per device, and pvary's own transpose, psum, adds those parts back up. tessel inserts
-// the psum itself when a cotangent reaches an invariant value (transform/autodiff.hpp), so users call
+// the psum itself when a cotangent reaches an invariant value (transform/sweeps.hpp), so users call
 // pvary only to make a scan's initial carry vary along the axes its body makes it vary along.
 //
 //   pvary<"data">(init)
@@ -44,7 +44,7 @@ template <spec_entry Axes, Traced X>
 constexpr X pvary(X x) {
   ir::attributes a;
   prim::collective::bind(*x.graph, "tessel::pvary", Axes, a);
-  return X{x.graph, prim::build::make(*x.graph, prim::pvary_p, x.graph->operator[](x.id).dtype, x.graph->operator[](x.id).shape, {x.id}, a)};
+  return X{x.graph, ir::make_node(*x.graph, prim::pvary_p, x.graph->operator[](x.id).dtype, x.graph->operator[](x.id).shape, {x.id}, a)};
 }
 }  // namespace tessel
 

@@ -377,19 +377,19 @@ void reduce_window_sum_transpose_item(const ir::item_args& a, const ir::item_pla
 namespace build {
 
 constexpr int max_pool(ir::graph_builder& g, int x, const ir::attributes& a) {
-  return make(g, reduce_window_max_p, g[x].dtype, pool_output_shape(g[x].shape, a), {x}, a);
+  return ir::make_node(g, reduce_window_max_p, g[x].dtype, pool_output_shape(g[x].shape, a), {x}, a);
 }
 constexpr int select_and_gather_add(ir::graph_builder& g, int t, int x, const ir::attributes& a) {
-  return make(g, select_and_gather_add_p, g[t].dtype, pool_output_shape(g[x].shape, a), {t, x}, a);
+  return ir::make_node(g, select_and_gather_add_p, g[t].dtype, pool_output_shape(g[x].shape, a), {t, x}, a);
 }
 constexpr int select_and_scatter_add(ir::graph_builder& g, int ct, int x, const ir::attributes& a) {
-  return make(g, select_and_scatter_add_p, g[ct].dtype, g[x].shape, {ct, x}, a);
+  return ir::make_node(g, select_and_scatter_add_p, g[ct].dtype, g[x].shape, {ct, x}, a);
 }
 constexpr int sum_pool(ir::graph_builder& g, int x, const ir::attributes& a) {
-  return make(g, reduce_window_sum_p, g[x].dtype, pool_output_shape(g[x].shape, a), {x}, a);
+  return ir::make_node(g, reduce_window_sum_p, g[x].dtype, pool_output_shape(g[x].shape, a), {x}, a);
 }
 constexpr int sum_pool_transpose(ir::graph_builder& g, int ct, const ir::attributes& a, const ir::dims& x_shape) {
-  return make(g, reduce_window_sum_transpose_p, g[ct].dtype, x_shape, {ct}, a);
+  return ir::make_node(g, reduce_window_sum_transpose_p, g[ct].dtype, x_shape, {ct}, a);
 }
 
 }  // namespace build

@@ -2,7 +2,7 @@
 // checkpoint (jax.checkpoint's primitive): marks the result of a rematerialised function. At run time
 // it is the identity on operand 0 (the function's result) and fuses away. Its attributes name the
 // policy and the function's inputs: [policy, input count, input ids...]. Reverse mode
-// (transform/autodiff.hpp) treats it as a call: instead of differentiating the forward nodes, it
+// (transform/sweeps.hpp) treats it as a call: instead of differentiating the forward nodes, it
 // recomputes them after the incoming cotangent (through optimization_barrier) and differentiates the
 // copy, keeping only what the policy saves. transform/remat.hpp has the user-facing checkpoint().
 
@@ -18,7 +18,7 @@ enum class remat_policy : std::int64_t { nothing_saveable = 0, everything_saveab
 
 // The identity on a tile of operand 0 (tiles hold 4-byte values, pred 1 byte).
 inline void evaluate_call_result(const ir::node& n, const void* const* in, void* out, std::size_t count) {
-  std::memcpy(out, in[0], count * (n.dtype == ir::dtype_code::pred ? 1 : 4));
+  std::memcpy(out, in[0], count * ir::tile_bytes(n.dtype));
 }
 constexpr int remat_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
 

@@ -12,7 +12,7 @@
 namespace tessel {
 namespace prim {
 inline void evaluate_identity(const ir::node& node, const void* const* in, void* out, std::size_t n) {
-  std::memcpy(out, in[0], n * (node.dtype == ir::dtype_code::pred ? 1 : 4));
+  std::memcpy(out, in[0], n * ir::tile_bytes(node.dtype));
 }
 inline constexpr ir::primitive stop_gradient_p{.name = "stop_gradient",
                                                .kind = ir::prim_kind::elementwise,

@@ -376,7 +376,6 @@ inline void store_tile(ir::dtype_code dtype, const void* tile, std::size_t n, vo
     std::memcpy(storage, tile, n * ir::bytes_of(dtype));
   }
 }
-inline std::size_t tile_bytes(ir::dtype_code dtype) { return dtype == ir::dtype_code::pred ? 1 : 4; }
 
 inline void splat(const ir::node& literal, ir::dtype_code dtype, std::size_t n, void* tile) {
   const double v = literal.attr.scalar;
@@ -488,7 +487,7 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
     prefix = prefix && axis == i && operand.shape.d[i] == b.shape.d[axis];
   }
   auto* dst = static_cast<unsigned char*>(tile);
-  const std::size_t tile_elem = tile_bytes(operand.dtype);
+  const std::size_t tile_elem = ir::tile_bytes(operand.dtype);
   if (suffix) {  // runs of the whole operand (bf16 widened a run at a time: the bf16 CNN's bias)
     for (std::size_t i = 0; i < n;) {
       const std::size_t at = (first + i) % osize;
@@ -546,7 +545,7 @@ inline void gather_broadcast(const ir::node& b, const ir::node& operand, const v
 // operand's row is copied (no interior padding) or placed every step elements.
 inline void gather_pad(const ir::node& p, const ir::node& operand, const void* storage, std::uint32_t fill_bits, std::size_t first,
                        std::size_t n, void* tile) {
-  const std::size_t rank = p.shape.rank, width = tile_bytes(p.dtype), elem = ir::bytes_of(operand.dtype);
+  const std::size_t rank = p.shape.rank, width = ir::tile_bytes(p.dtype), elem = ir::bytes_of(operand.dtype);
   auto* dst = static_cast<unsigned char*>(tile);
   const auto* src = static_cast<const unsigned char*>(storage);
   auto fill = [&](std::size_t i, std::size_t count) {
@@ -801,7 +800,7 @@ class executor {
       // broadcast does: the broadcast only adds axes of size 1 (a per-row value reshaped to [rows, 1]),
       // so the elements are the same in the same order. (Row kernels spread per-row values in
       // broadcast_rows.)
-      std::memcpy(out, tile_of[m], n * tile_bytes(b.dtype));
+      std::memcpy(out, tile_of[m], n * ir::tile_bytes(b.dtype));
     } else if (const ir::node* lit = literal_behind(p_, source)) {
       splat(*lit, b.dtype, n, out);
     } else if (operand.prim->kind == ir::prim_kind::generator && p_.kernel_of[static_cast<std::size_t>(source)] < 0) {
@@ -837,13 +836,13 @@ class executor {
       for (std::size_t i = 0; i < n;) {
         const std::size_t at = (first + i) % osize;
         const std::size_t run = std::min(n - i, osize - at);
-        operand.prim->generate(operand, at, run, dst + i * tile_bytes(operand.dtype));
+        operand.prim->generate(operand, at, run, dst + i * ir::tile_bytes(operand.dtype));
         i += run;
       }
       return;
     }
     thread_local std::vector<unsigned char> tile, stored;
-    tile.resize(osize * tile_bytes(operand.dtype));
+    tile.resize(osize * ir::tile_bytes(operand.dtype));
     stored.resize(osize * ir::bytes_of(operand.dtype));
     operand.prim->generate(operand, 0, osize, tile.data());
     store_tile(operand.dtype, tile.data(), osize, stored.data());
@@ -1144,8 +1143,8 @@ class executor {
                 operand_tile(kr, node.operand(0), in_dtype, o * inner, rows * inner, spare, tile_of));
             node.prim->init(node, out, rows);
             for (std::size_t r = 0; r < rows; ++r)
-              node.prim->reduce_row(node, in + r * inner * tile_bytes(in_dtype), inner,
-                                    static_cast<unsigned char*>(out) + r * tile_bytes(node.dtype));
+              node.prim->reduce_row(node, in + r * inner * ir::tile_bytes(in_dtype), inner,
+                                    static_cast<unsigned char*>(out) + r * ir::tile_bytes(node.dtype));
             break;
           }
           default: {
@@ -1188,11 +1187,11 @@ class executor {
     for (std::size_t r = 0; r < rows; ++r) {
       const void* row_in[ir::max_operands];
       for (std::size_t a = 0; a < node.arity; ++a) {
-        const std::size_t width = tile_bytes(nd(node.operand(a)).dtype);
+        const std::size_t width = ir::tile_bytes(nd(node.operand(a)).dtype);
         const std::size_t at = (per_row >> a & 1u) != 0 ? r : (splats >> a & 1u) != 0 ? 0 : r * inner;
         row_in[a] = static_cast<const unsigned char*>(in[a]) + at * width;
       }
-      evaluate(node, row_in, splats | per_row, static_cast<unsigned char*>(out) + r * inner * tile_bytes(node.dtype), inner);
+      evaluate(node, row_in, splats | per_row, static_cast<unsigned char*>(out) + r * inner * ir::tile_bytes(node.dtype), inner);
     }
   }
 
@@ -1203,7 +1202,7 @@ class executor {
     const int m = slot_of(kr, b.operand(0));
     if (m < 0) return broadcast_into(kr, b, first, n, out, tile_of);
     const std::size_t inner = full ? kr.inner : 1;  // one value per row to a row, or to one per row
-    if (tile_bytes(b.dtype) == 1) {
+    if (ir::tile_bytes(b.dtype) == 1) {
       const auto* src = static_cast<const unsigned char*>(tile_of[m]);
       for (std::size_t r = 0; r < rows; ++r) std::memset(static_cast<unsigned char*>(out) + r * inner, src[r], inner);
     } else {
@@ -1243,7 +1242,7 @@ class executor {
       // Few outputs (a sum to a scalar, as a global norm): a tile holds many whole rows, so the producers
       // run on a full tile and not on `outputs` elements at a time. Several outputs add the tile's rows in
       // order; a single output reduces each tile as one row (in SIMD partial sums, as a row kernel does).
-      const std::size_t rows_per_tile = tile_elements / outputs, bytes = tile_bytes(operand_dtype);
+      const std::size_t rows_per_tile = tile_elements / outputs, bytes = ir::tile_bytes(operand_dtype);
       root.prim->init(root, acc, outputs);
       for (std::size_t r0 = 0; r0 < rows; r0 += rows_per_tile) {
         const std::size_t n = std::min(rows_per_tile, rows - r0) * outputs;

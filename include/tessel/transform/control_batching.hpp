@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.hpp"
+#include "tessel/ir/region.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/control.hpp"
 #include "tessel/prim/family/batching.hpp"
@@ -40,26 +41,10 @@ constexpr std::vector<int> positions(const ir::graph_builder& in) {
   return pos;
 }
 
-// The innermost region each node depends on (-1: the program), as the planner assigns it.
+// The region each node is in (-1: the program), as the planner assigns it (ir/region.hpp).
 constexpr std::vector<int> regions_of(const ir::graph_builder& in) {
-  auto depth = [&](int q) {
-    int d = 0;
-    for (; q >= 0; q = in.constructs[static_cast<std::size_t>(in.regions[static_cast<std::size_t>(q)].construct)].parent) ++d;
-    return d;
-  };
   std::vector<int> out(in.size(), -1);
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const ir::node& n = in[static_cast<int>(i)];
-    int q = -1;
-    if (n.prim->kind == ir::prim_kind::region_parameter) q = static_cast<int>(n.attr.ints[0]);
-    else if (n.prim->kind == ir::prim_kind::control) q = in.constructs[static_cast<std::size_t>(n.attr.ints[0])].parent;
-    else
-      for (std::size_t a = 0; a < n.arity; ++a) {
-        const int o = out[static_cast<std::size_t>(n.operands[a])];
-        if (depth(o) > depth(q)) q = o;
-      }
-    out[i] = q;
-  }
+  ir::assign_regions(in, 0, static_cast<int>(in.size()), out);
   return out;
 }
 

@@ -15,7 +15,7 @@
 //
 // Traced, the call is f's nodes plus one identity node, custom_vjp_call, whose attributes name the
 // arguments and the residuals and whose primitive (one per rule) holds bwd; reverse mode
-// (transform/autodiff.hpp) calls it for the arguments' cotangents. At most 15 argument and residual
+// (transform/sweeps.hpp) calls it for the arguments' cotangents. At most 15 argument and residual
 // leaves in all (the node's attributes hold them).
 
 #include <array>
@@ -124,7 +124,7 @@ struct custom_vjp_fn {
       a.ints[0] = a.count - 1;
       tree::for_each(residuals, [&](const auto& leaf) { a.push(leaf.id); });
       using rule = custom_vjp_detail::rule_of<Bwd, out_t, res_t, Args...>;
-      return out_t{&g, prim::build::make(g, custom_vjp_detail::call_p<rule>, g[out.id].dtype, g[out.id].shape, {out.id}, a)};
+      return out_t{&g, ir::make_node(g, custom_vjp_detail::call_p<rule>, g[out.id].dtype, g[out.id].shape, {out.id}, a)};
     } else {
       return out;
     }

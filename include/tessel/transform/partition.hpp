@@ -195,7 +195,7 @@ class partitioner {
   constexpr int sum_up(int x, layout& l, std::uint8_t mask) {
     if (mask == 0) return x;
     l.pending = static_cast<std::uint8_t>(l.pending & ~mask);
-    return prim::build::make(out_, prim::psum_p, out_[x].dtype, out_[x].shape, {x}, over_mask(mask));
+    return ir::make_node(out_, prim::psum_p, out_[x].dtype, out_[x].shape, {x}, over_mask(mask));
   }
   // Dimension d made whole: every device gets every block (all_gather, tiled, the result the same on
   // every device: JAX's all_gather_invariant).
@@ -207,20 +207,20 @@ class partitioner {
     ir::dims s = out_[x].shape;
     s.d[d] *= splits(l, d);
     l.count[d] = 0;
-    return prim::build::make(out_, prim::all_gather_p, out_[x].dtype, s, {x}, a);
+    return ir::make_node(out_, prim::all_gather_p, out_[x].dtype, s, {x}, a);
   }
   // Dimension d, whole on this device, cut to this device's block along `axes` (its position along them
   // picks the rows: take at axis_index * block + iota).
   constexpr int block(int x, layout& l, std::size_t d, const layout& to) {
     const ir::dims s = out_[x].shape;
     const std::size_t n = s.d[d] / splits(to, d);
-    const int index = prim::build::make(out_, prim::axis_index_p, ir::dtype_code::s32, ir::dims{}, {}, over(to.axes[d], to.count[d]));
+    const int index = ir::make_node(out_, prim::axis_index_p, ir::dtype_code::s32, ir::dims{}, {}, over(to.axes[d], to.count[d]));
     ir::dims rows;
     rows.rank = 1;
     rows.d[0] = n;
     ir::attributes along;
     along.push(0);
-    const int iota = prim::build::make(out_, prim::iota_p, ir::dtype_code::s32, rows, {}, along);
+    const int iota = ir::make_node(out_, prim::iota_p, ir::dtype_code::s32, rows, {}, along);
     const int first = prim::build::mul(out_, index, prim::build::literal(out_, ir::dtype_code::s32, static_cast<double>(n)));
     const int at = prim::build::add(out_, iota, prim::build::broadcast_in_dim(out_, first, rows, {}));
     l.copy_dim(d, to, d);
@@ -242,7 +242,7 @@ class partitioner {
         a.push(1);  // tiled
         ir::dims s = out_[x].shape;
         s.d[scatter] /= splits(to, scatter);
-        x = prim::build::make(out_, prim::psum_scatter_p, out_[x].dtype, s, {x}, a);
+        x = ir::make_node(out_, prim::psum_scatter_p, out_[x].dtype, s, {x}, a);
         from.pending = static_cast<std::uint8_t>(from.pending & ~extra);
         from.copy_dim(scatter, to, scatter);
       } else {
@@ -520,7 +520,7 @@ class partitioner {
     if (sum) {
       target.pending = static_cast<std::uint8_t>(target.pending | across);
     } else if (across != 0) {
-      r = prim::build::make(out_, n.prim == &prim::reduce_max_p ? prim::pmax_p : prim::pmin_p, out_[r].dtype, out_[r].shape, {r}, over_mask(across));
+      r = ir::make_node(out_, n.prim == &prim::reduce_max_p ? prim::pmax_p : prim::pmin_p, out_[r].dtype, out_[r].shape, {r}, over_mask(across));
     }
     done(i, r, target);
   }

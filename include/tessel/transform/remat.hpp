@@ -22,7 +22,7 @@
 // How: the call adds an identity node, checkpoint, naming the arguments and the policy (prim/remat.hpp);
 // reverse mode recomputes through optimization_barrier nodes that depend on the incoming cotangent
 // (prim/optimization_barrier.hpp), so the copies are not merged with the forward nodes and are
-// planned after the backward work that precedes them (transform/autodiff.hpp, remat_pull).
+// planned after the backward work that precedes them (transform/sweeps.hpp, remat_pull).
 
 #include <cstddef>
 #include <type_traits>
@@ -80,7 +80,7 @@ struct checkpoint_fn {
       (tree::for_each(args, [&](const auto& leaf) { a.push(leaf.id); }), ...);
       a.ints[0] = a.count - 1;
       a.push(static_cast<std::int64_t>(Policy));
-      return out_t{&g, prim::build::make(g, prim::remat_p, g[out.id].dtype, g[out.id].shape, {out.id}, a)};
+      return out_t{&g, ir::make_node(g, prim::remat_p, g[out.id].dtype, g[out.id].shape, {out.id}, a)};
     } else {
       return out;
     }
