@@ -4,7 +4,7 @@
 #include <tessel/tessel.hpp>
 namespace {
 inline constexpr tessel::ir::primitive no_rule_op_p{.name = "no_rule_op", .kind = tessel::ir::prim_kind::elementwise,
-                                                    .evaluate = &tessel::prim::evaluate_identity};
+                                                    .evaluate = &tessel::prim::identity::evaluate};
 template <tessel::Traced X>
 constexpr auto no_rule_op(X x) {
   return tessel::ir::emit<typename X::value_type, typename X::shape_type>(x.graph, no_rule_op_p, {x.id});

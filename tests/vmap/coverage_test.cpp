@@ -54,7 +54,7 @@ constexpr int wrong_axis(tessel::ir::graph_builder& g, const tessel::ir::node& n
 }
 inline constexpr tessel::ir::primitive broken_identity_p{.name = "broken_identity",
                                                          .kind = tessel::ir::prim_kind::elementwise,
-                                                         .evaluate = &tessel::prim::evaluate_identity,
+                                                         .evaluate = &tessel::prim::identity::evaluate,
                                                          .batch = &wrong_axis,
                                                          .differentiable = false};
 template <tessel::Traced X>

@@ -11,6 +11,7 @@
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/identity.hpp"
 
 namespace tessel {
 namespace prim {
@@ -18,23 +19,13 @@ namespace prim {
 inline void run_materialize(const ir::node& n, const ir::node* const*, const void* const* in, void* out) {
   std::memcpy(out, in[0], n.shape.size() * ir::bytes_of(n.dtype));
 }
-constexpr void materialize_vjp(ir::graph_builder&, int, int ct, std::array<int, ir::max_operands>& out) { out[0] = ct; }
-constexpr int materialize_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
-constexpr int materialize_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& operands,
-                                const std::array<int, ir::max_operands>& axes, int& out_axis) {
-  ir::node b = n;
-  b.operands[0] = operands[0];
-  b.shape = g[operands[0]].shape;
-  out_axis = axes[0];
-  return g.add(b);
-}
 
 inline constexpr ir::primitive materialize_p{.name = "materialize",
                                              .kind = ir::prim_kind::layout,
                                              .run = &run_materialize,
-                                             .vjp = &materialize_vjp,
-                                             .jvp = &materialize_jvp,
-                                             .batch = &materialize_batch,
+                                             .vjp = &identity::vjp,
+                                             .jvp = &identity::jvp,
+                                             .batch = &identity::batch,
                                              .flops_per_element = 0};
 }  // namespace prim
 

@@ -10,35 +10,20 @@
 //
 //   x2 = optimization_barrier(x, ct)   // x's value, computed after ct
 
-#include <array>
-#include <cstring>
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/identity.hpp"
 
 namespace tessel {
 namespace prim {
 
-inline void evaluate_optimization_barrier(const ir::node& n, const void* const* in, void* out, std::size_t count) {
-  std::memcpy(out, in[0], count * ir::tile_bytes(n.dtype));
-}
-constexpr void optimization_barrier_vjp(ir::graph_builder&, int, int ct, std::array<int, ir::max_operands>& out) { out[0] = ct; }
-constexpr int optimization_barrier_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
-constexpr int optimization_barrier_batch(ir::graph_builder& g, const ir::node& n, const std::array<int, ir::max_operands>& operands,
-                                         const std::array<int, ir::max_operands>& axes, int& out_axis) {
-  ir::node b = n;
-  b.operands[0] = operands[0];
-  b.shape = g[operands[0]].shape;
-  out_axis = axes[0];
-  return g.add(b);
-}
-
 inline constexpr ir::primitive optimization_barrier_p{.name = "optimization_barrier",
                                                       .kind = ir::prim_kind::elementwise,
-                                                      .evaluate = &evaluate_optimization_barrier,
-                                                      .vjp = &optimization_barrier_vjp,
-                                                      .jvp = &optimization_barrier_jvp,
-                                                      .batch = &optimization_barrier_batch,
+                                                      .evaluate = &identity::evaluate,
+                                                      .vjp = &identity::vjp,
+                                                      .jvp = &identity::jvp,
+                                                      .batch = &identity::batch,
                                                       .flops_per_element = 0};
 
 namespace build {

@@ -8,19 +8,13 @@
 
 #include <array>
 #include <cstdint>
-#include <cstring>
 
 #include "tessel/prim/build.hpp"
+#include "tessel/prim/family/identity.hpp"
 
 namespace tessel::prim {
 
 enum class remat_policy : std::int64_t { nothing_saveable = 0, everything_saveable = 1, dots_saveable = 2 };
-
-// The identity on a tile of operand 0 (tiles hold 4-byte values, pred 1 byte).
-inline void evaluate_call_result(const ir::node& n, const void* const* in, void* out, std::size_t count) {
-  std::memcpy(out, in[0], count * ir::tile_bytes(n.dtype));
-}
-constexpr int remat_jvp(ir::graph_builder&, int, const std::array<int, ir::max_operands>& t) { return t[0]; }
 
 // vmap: the batched function without the marker (its attributes name nodes of the unbatched program), so
 // a batched checkpoint is differentiated like plain code, and a batched custom_vjp through the function.
@@ -33,8 +27,8 @@ constexpr int call_batch(ir::graph_builder&, const ir::node&, const std::array<i
 // vjp is null: reverse mode handles the call itself (autodiff::pull), JVP is the identity's.
 inline constexpr ir::primitive remat_p{.name = "checkpoint",
                                        .kind = ir::prim_kind::elementwise,
-                                       .evaluate = &evaluate_call_result,
-                                       .jvp = &remat_jvp,
+                                       .evaluate = &identity::evaluate,
+                                       .jvp = &identity::jvp,
                                        .batch = &call_batch,
                                        .flops_per_element = 0};
 

@@ -5,18 +5,15 @@
 //   grad([](auto x) { return sum(stop_gradient(x) * x); })   // at x = 3: 3, not 6
 
 #include <algorithm>
-#include <cstring>
 
 #include "tessel/prim/family/elementwise.hpp"
+#include "tessel/prim/family/identity.hpp"
 
 namespace tessel {
 namespace prim {
-inline void evaluate_identity(const ir::node& node, const void* const* in, void* out, std::size_t n) {
-  std::memcpy(out, in[0], n * ir::tile_bytes(node.dtype));
-}
 inline constexpr ir::primitive stop_gradient_p{.name = "stop_gradient",
                                                .kind = ir::prim_kind::elementwise,
-                                               .evaluate = &evaluate_identity,
+                                               .evaluate = &identity::evaluate,
                                                .batch = &batching::elementwise,
                                                .differentiable = false,
                                                .flops_per_element = 0};

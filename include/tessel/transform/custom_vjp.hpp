@@ -24,7 +24,8 @@
 #include <type_traits>
 
 #include "tessel/core/error.hpp"
-#include "tessel/prim/remat.hpp"  // evaluate_call_result, remat_jvp, call_batch (the identity's rules)
+#include "tessel/prim/family/identity.hpp"
+#include "tessel/prim/remat.hpp"  // call_batch
 #include "tessel/transform/grad.hpp"
 
 namespace tessel {
@@ -68,9 +69,9 @@ constexpr void rule(ir::graph_builder& g, int node, int ct, std::array<int, ir::
 template <class Rule>
 inline constexpr ir::primitive call_p{.name = "custom_vjp_call",
                                       .kind = ir::prim_kind::elementwise,
-                                      .evaluate = &prim::evaluate_call_result,
+                                      .evaluate = &prim::identity::evaluate,
                                       .vjp = Rule::vjp,
-                                      .jvp = &prim::remat_jvp,
+                                      .jvp = &prim::identity::jvp,
                                       .batch = &prim::call_batch,
                                       .flops_per_element = 0};
 
