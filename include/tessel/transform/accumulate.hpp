@@ -73,14 +73,9 @@ constexpr X zeros_of(const X& like) {
 }  // namespace accumulate_detail
 
 template <std::size_t M, loss_reduction Reduction, class Loss>
-struct accumulate_fn {
-  template <class P, class... B>
-  constexpr auto operator()(const P& params, const B&... batch) const {
-    if constexpr (detail::is_traced_tree<P>() && (detail::is_traced_tree<B>() && ...)) return traced(params, batch...);
-    else return jit(*this)(params, batch...);
-  }
-
+struct accumulate_fn : detail::jit_when_concrete<accumulate_fn<M, Reduction, Loss>> {
  private:
+  friend detail::jit_when_concrete<accumulate_fn>;
   template <class P, class... B>
   constexpr auto traced(const P& params, const B&... batch) const {
     static_assert(M >= 1, "tessel::accumulate_gradients: at least one micro-batch");

@@ -102,14 +102,9 @@ consteval bool check() {
 }  // namespace custom_vjp_detail
 
 template <class F, class Fwd, class Bwd>
-struct custom_vjp_fn {
-  template <class... Args>
-  constexpr auto operator()(const Args&... args) const {
-    if constexpr ((detail::is_traced_tree<Args>() && ...)) return traced(args...);
-    else return jit(*this)(args...);
-  }
-
+struct custom_vjp_fn : detail::jit_when_concrete<custom_vjp_fn<F, Fwd, Bwd>> {
  private:
+  friend detail::jit_when_concrete<custom_vjp_fn>;
   template <class... Args>
   constexpr auto traced(const Args&... args) const {
     using out_t = std::remove_cvref_t<decltype(F{}(args...))>;

@@ -124,17 +124,12 @@ constexpr ir::graph_builder* first_graph(const T& x) {
 // value_and_grad<Argnums...>(f[, has_aux]): f's value and its gradient with respect to arguments
 // Argnums (0 by default): one gradient, or a tuple of them when several argnums are given.
 template <bool Aux, class F, int... Argnums>
-struct value_and_grad_fn {
-  template <class... Args>
-  constexpr auto operator()(const Args&... args) const {
-    if constexpr ((detail::is_traced_tree<Args>() && ...)) {
-      return traced(args...);
-    } else {
-      return jit(*this)(args...);
-    }
-  }
-
+struct value_and_grad_fn : detail::jit_when_concrete<value_and_grad_fn<Aux, F, Argnums...>> {
  private:
+  friend detail::jit_when_concrete<value_and_grad_fn>;
+  template <class F2, int... A2>
+  friend struct grad_fn;
+
   // The differentiated arguments: Argnums, or argument 0 when none are given.
   static constexpr std::array<int, sizeof...(Argnums) == 0 ? 1 : sizeof...(Argnums)> nums = [] {
     if constexpr (sizeof...(Argnums) == 0) return std::array<int, 1>{0};
@@ -188,14 +183,12 @@ struct value_and_grad_fn {
 
 // grad<Argnums...>(f): only the gradient(s) of value_and_grad.
 template <class F, int... Argnums>
-struct grad_fn {
+struct grad_fn : detail::jit_when_concrete<grad_fn<F, Argnums...>> {
+ private:
+  friend detail::jit_when_concrete<grad_fn>;
   template <class... Args>
-  constexpr auto operator()(const Args&... args) const {
-    if constexpr ((detail::is_traced_tree<Args>() && ...)) {
-      return std::get<1>(value_and_grad_fn<false, F, Argnums...>{}(args...));  // NOLINT: traced trees
-    } else {
-      return jit(*this)(args...);
-    }
+  constexpr auto traced(const Args&... args) const {
+    return std::get<1>(value_and_grad_fn<false, F, Argnums...>{}.traced(args...));
   }
 };
 

@@ -45,14 +45,9 @@ inline constexpr remat_policy_t<prim::remat_policy::dots_saveable> dots_saveable
 }  // namespace checkpoint_policies
 
 template <class F, prim::remat_policy Policy>
-struct checkpoint_fn {
-  template <class... Args>
-  constexpr auto operator()(const Args&... args) const {
-    if constexpr ((detail::is_traced_tree<Args>() && ...)) return traced(args...);
-    else return jit(*this)(args...);
-  }
-
+struct checkpoint_fn : detail::jit_when_concrete<checkpoint_fn<F, Policy>> {
  private:
+  friend detail::jit_when_concrete<checkpoint_fn>;
   template <class... Args>
   static consteval bool check() {
     using out_t = std::remove_cvref_t<decltype(F{}(std::declval<const Args&>()...))>;

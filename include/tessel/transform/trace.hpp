@@ -234,5 +234,20 @@ class jitted;
 template <class F>
 constexpr jitted<F> jit(F);
 
+namespace detail {
+// The call of every transform's function object (grad, value_and_grad, vmap, custom_vjp, checkpoint,
+// accumulate_gradients): with tracers, inside a traced function, it traces (Transform::traced, which
+// befriends this); with tensors it runs itself through jit, as JAX's transforms do outside jit.
+template <class Transform>
+struct jit_when_concrete {
+  template <class... Args>
+  constexpr auto operator()(const Args&... args) const {
+    const Transform& self = static_cast<const Transform&>(*this);
+    if constexpr ((is_traced_tree<Args>() && ...)) return self.traced(args...);
+    else return jit(self)(args...);
+  }
+};
+}  // namespace detail
+
 }  // namespace tessel
 

@@ -355,17 +355,9 @@ constexpr void collect_ids(const T& x, std::vector<int>& ids) {
 }  // namespace vmap_detail
 
 template <class F, class In, class Out>
-struct vmap_fn {
-  template <class... Args>
-  constexpr auto operator()(const Args&... args) const {
-    if constexpr ((detail::is_traced_tree<Args>() && ...)) {
-      return traced(args...);
-    } else {
-      return jit(*this)(args...);
-    }
-  }
-
+struct vmap_fn : detail::jit_when_concrete<vmap_fn<F, In, Out>> {
  private:
+  friend detail::jit_when_concrete<vmap_fn>;
   template <class... Args>
   constexpr auto traced(const Args&... args) const {
     constexpr vmap_detail::axes_report report = vmap_detail::check_in_axes<In, Args...>();
