@@ -286,6 +286,32 @@ constexpr ir::dims dot_result_shape(const ir::dims& l, const ir::dims& r, const 
   return out;
 }
 
+// What is wrong with contracting l and r with these axes (dot_general's one shape rule, with
+// dot_result_shape: the typed check in prim/dot_general.hpp reports it at the user's call, naming the
+// shapes). 0: nothing; 2: an axis is out of range or named twice; 3: contracting sizes differ; 4: batch
+// sizes differ. (1, lhs and rhs naming different numbers of axes, cannot be written as a dot_dims.)
+constexpr int dot_problem(const ir::dims& l, const ir::dims& r, const dot_dims& d) {
+  std::array<bool, ir::max_rank> lu{}, ru{};
+  auto use = [](std::array<bool, ir::max_rank>& used, std::size_t axis, std::size_t rank) {
+    if (axis >= rank || used[axis]) return false;
+    used[axis] = true;
+    return true;
+  };
+  for (std::size_t i = 0; i < d.nc; ++i)
+    if (!use(lu, d.lc[i], l.rank)) return 2;
+  for (std::size_t i = 0; i < d.nb; ++i)
+    if (!use(lu, d.lb[i], l.rank)) return 2;
+  for (std::size_t i = 0; i < d.nc; ++i)
+    if (!use(ru, d.rc[i], r.rank)) return 2;
+  for (std::size_t i = 0; i < d.nb; ++i)
+    if (!use(ru, d.rb[i], r.rank)) return 2;
+  for (std::size_t i = 0; i < d.nc; ++i)
+    if (l.d[d.lc[i]] != r.d[d.rc[i]]) return 3;
+  for (std::size_t i = 0; i < d.nb; ++i)
+    if (l.d[d.lb[i]] != r.d[d.rb[i]]) return 4;
+  return 0;
+}
+
 // Whether an operand of this rank with these batch and contracting axes is a strided GEMM view.
 constexpr bool gemm_view(std::size_t rank, const std::array<std::size_t, ir::max_rank>& batch, std::size_t nb,
                          const std::array<std::size_t, ir::max_rank>& contract, std::size_t nc) {

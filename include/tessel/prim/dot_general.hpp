@@ -228,23 +228,24 @@ struct dot_check {
   using rs = typename R::shape_type;
   static constexpr std::size_t nb = Lb::count, nc = Lc::count;
 
-  // 0: fine; 1: counts differ; 2: axis out of range or repeated; 3: contracting sizes differ; 4: batch sizes differ
-  static constexpr int problem = [] {
-    if (Lc::count != Rc::count || Lb::count != Rb::count) return 1;
-    std::array<bool, ir::max_rank> lu{}, ru{};
-    auto use = [](auto& used, std::size_t axis, std::size_t rank) {
-      if (axis >= rank || used[axis]) return false;
-      used[axis] = true;
-      return true;
-    };
-    for (std::size_t a : Lc::values) if (!use(lu, a, ls::rank)) return 2;
-    for (std::size_t a : Lb::values) if (!use(lu, a, ls::rank)) return 2;
-    for (std::size_t a : Rc::values) if (!use(ru, a, rs::rank)) return 2;
-    for (std::size_t a : Rb::values) if (!use(ru, a, rs::rank)) return 2;
-    for (std::size_t i = 0; i < Lc::count; ++i) if (ls::dims[Lc::values[i]] != rs::dims[Rc::values[i]]) return 3;
-    for (std::size_t i = 0; i < Lb::count; ++i) if (ls::dims[Lb::values[i]] != rs::dims[Rb::values[i]]) return 4;
-    return 0;
+  // The axes as the value-level rule takes them (lhs's counts; problem 1 when rhs names other counts).
+  static constexpr build::dot_dims axes = [] {
+    build::dot_dims d;
+    d.nc = Lc::count;
+    d.nb = Lb::count;
+    for (std::size_t i = 0; i < Lc::count && i < ir::max_rank; ++i) d.lc[i] = Lc::values[i];
+    for (std::size_t i = 0; i < Rc::count && i < ir::max_rank; ++i) d.rc[i] = Rc::values[i];
+    for (std::size_t i = 0; i < Lb::count && i < ir::max_rank; ++i) d.lb[i] = Lb::values[i];
+    for (std::size_t i = 0; i < Rb::count && i < ir::max_rank; ++i) d.rb[i] = Rb::values[i];
+    return d;
   }();
+
+  // 0: fine; 1: counts differ; 2: axis out of range or repeated; 3: contracting sizes differ; 4: batch sizes
+  // differ (build::dot_problem, the rule the value-level builder follows).
+  static constexpr int problem = Lc::count != Rc::count || Lb::count != Rb::count ? 1
+                                 : Lc::count + Lb::count > ls::rank || Rc::count + Rb::count > rs::rank
+                                     ? 2  // more axes than the operand has: one is out of range or named twice
+                                     : build::dot_problem(ir::dims_of<ls>(), ir::dims_of<rs>(), axes);
 
   static consteval bool report() {
     if constexpr (problem != 0) {
@@ -277,20 +278,12 @@ struct dot_check {
     return problem == 0;
   }
 
-  // The result's dims: batch, lhs free, rhs free.
+  // The result's dims: batch, lhs free, rhs free (build::dot_result_shape).
   static constexpr auto out_dims = [] {
     dims_t<ls::rank + rs::rank - 2 * nc - nb> d{};
-    std::size_t j = 0;
     if constexpr (problem == 0) {
-      for (std::size_t a : Lb::values) d[j++] = ls::dims[a];
-      for (std::size_t a = 0; a < ls::rank; ++a)
-        if (std::find(Lc::values.begin(), Lc::values.end(), a) == Lc::values.end() &&
-            std::find(Lb::values.begin(), Lb::values.end(), a) == Lb::values.end())
-          d[j++] = ls::dims[a];
-      for (std::size_t a = 0; a < rs::rank; ++a)
-        if (std::find(Rc::values.begin(), Rc::values.end(), a) == Rc::values.end() &&
-            std::find(Rb::values.begin(), Rb::values.end(), a) == Rb::values.end())
-          d[j++] = rs::dims[a];
+      const ir::dims out = build::dot_result_shape(ir::dims_of<ls>(), ir::dims_of<rs>(), axes);
+      for (std::size_t j = 0; j < d.size(); ++j) d[j] = out.d[j];
     }
     return d;
   }();
