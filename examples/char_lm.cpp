@@ -62,6 +62,11 @@ std::string params_digest(const params_t& p) {
 
 namespace {
 
+tessel::io::run_request run_request_of(const options& o) {
+  return {.directory = !o.checkpoint_dir.empty(), .resume = o.resume, .resume_or_start = o.resume_or_start,
+          .overwrite = o.overwrite, .save_every = o.save_every > 0};
+}
+
 // Returns the exit status when the program stops here: 0 after --help, 2 after a refusal (every problem
 // printed).
 std::optional<int> parse(int argc, char** argv, options& o) {
@@ -106,14 +111,7 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       .toggle("--check-pipeline", o.check_pipeline, "run one epoch of the input pipeline only and check that no character is lost")
       .epilogue("The last line is a JSON summary (a figure the run did not measure is null).");
   const auto rules = [&o] {
-    std::vector<std::string> errors;
-    if (o.checkpoint_dir.empty())
-      for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.resume_or_start, "--resume-or-start"},
-                                        std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
-        if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
-    if (o.overwrite && (o.resume || o.resume_or_start))
-      errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
-                       " continues one: give one of them");
+    std::vector<std::string> errors = run_request_of(o).problems();
     if (o.devices > 1 && o.precision != "f32")
       errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --precision f32 only (given " + o.precision +
                        "): give --precision f32, or --devices 1");
@@ -211,10 +209,7 @@ std::optional<int> check_outputs(const options& o) {
 // program must stop (the reason printed).
 std::optional<int> prepare_directory(options& o) {
   if (o.checkpoint_dir.empty()) return std::nullopt;
-  const auto start = o.overwrite         ? tessel::io::run_start::overwrite
-                     : o.resume_or_start ? tessel::io::run_start::resume_or_start
-                     : o.resume          ? tessel::io::run_start::resume
-                                         : tessel::io::run_start::new_run;
+  const tessel::io::run_start start = run_request_of(o).start();
   char learning_rate[32];  // the shortest text that reads back as the flag's float
   const auto written = std::to_chars(learning_rate, learning_rate + sizeof learning_rate - 1, o.learning_rate);
   *written.ptr = '\0';

@@ -32,6 +32,11 @@ namespace {
 
 constexpr long long max_count = 2147483647;
 
+tessel::io::run_request run_request_of(const options& o) {
+  return {.directory = !o.checkpoint_dir.empty(), .resume = o.resume, .resume_or_start = o.resume_or_start,
+          .overwrite = o.overwrite, .save_every = o.save_every > 0};
+}
+
 }  // namespace
 
 // Every problem of the command line is reported (on stderr, one line each), not only the first. Returns
@@ -104,11 +109,7 @@ std::optional<int> parse(int argc, char** argv, options& o) {
     if (!TESSEL_FM_DATA_PARALLEL && o.devices != 1)
       errors.push_back("--devices " + std::to_string(o.devices) +
                        " needs the data-parallel steps, which this build leaves out (TESSEL_SANITIZE): give --devices 1");
-    if (o.checkpoint_dir.empty()) {
-      for (const auto& [given, flag] : {std::pair{o.resume, "--resume"}, std::pair{o.resume_or_start, "--resume-or-start"},
-                                        std::pair{o.overwrite, "--overwrite"}, std::pair{o.save_every > 0, "--save-every"}})
-        if (given) errors.push_back(std::string(flag) + " needs --checkpoint-dir");
-    }
+    for (std::string& p : run_request_of(o).problems()) errors.push_back(std::move(p));
     if (o.processes > 1 && (o.processes != 2 || o.model != "mlp" || !(o.devices == 2 || (o.devices == 4 && o.tensor_parallel))))
       errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
                        "(one device in each process), or --devices 4 --tensor-parallel (two in each), under mpirun -np 2; given --model " +
@@ -123,9 +124,6 @@ std::optional<int> parse(int argc, char** argv, options& o) {
     if (o.devices > 1 && o.batch_size != 128)
       errors.push_back("--devices " + std::to_string(o.devices) + " is compiled for --batch-size 128 only (given " +
                        std::to_string(o.batch_size) + "): give --batch-size 128, or --devices 1");
-    if (o.overwrite && (o.resume || o.resume_or_start))
-      errors.push_back("--overwrite starts a new run and --resume" + std::string(o.resume ? "" : "-or-start") +
-                       " continues one: give one of them");
     return errors;
   };
   if (const auto stop = cl.parse(argc, argv, rules)) return stop;
@@ -197,10 +195,7 @@ bool check_outputs(const options& o) {
 // overwrite, or a resume checked against the flags). A process of a run over several that does not write
 // only reads what to resume. Returns the exit status when the program must stop (the reason printed).
 std::optional<int> prepare_directory(options& o, bool writer) {
-  const auto start = o.overwrite         ? tessel::io::run_start::overwrite
-                     : o.resume_or_start ? tessel::io::run_start::resume_or_start
-                     : o.resume          ? tessel::io::run_start::resume
-                                         : tessel::io::run_start::new_run;
+  const tessel::io::run_start start = run_request_of(o).start();
   try {
     o.directory = std::make_shared<tessel::io::run_directory>(
         o.checkpoint_dir, tessel::io::run_directory_options{.program = "fashion_mnist", .start = start, .settings = run_settings(o),

@@ -1,7 +1,7 @@
 // run_directory.hpp: a training run's checkpoint directory. A new run, its lock and its identity in every
 // checkpoint; refusals (another writer, another run's files, settings that shape another run, nothing to
 // resume, mixed runs, a file without an identity), each with its fix; --overwrite naming what it deletes;
-// resume-or-start; a reading process; keep-N.
+// resume-or-start; a reading process; keep-N; the rules between the run-directory flags.
 #include <gtest/gtest.h>
 
 #include <tessel/io/run_directory.hpp>
@@ -210,4 +210,19 @@ TEST(RunDirectory, KeepsTheNewestOfItsRun) {
   EXPECT_EQ(rd.checkpoints().steps(), (std::vector<std::uint64_t>{4, 5}));
 }
 
+}  // namespace
+
+namespace {
+TEST(RunRequest, NamesTheFlagsThatNeedADirectoryOrContradictAndChoosesTheStart) {
+  namespace io = tessel::io;
+  EXPECT_TRUE((io::run_request{.directory = true, .resume = true}.problems().empty()));
+  EXPECT_EQ((io::run_request{.resume = true, .save_every = true}.problems()),
+            (std::vector<std::string>{"--resume needs --checkpoint-dir", "--save-every needs --checkpoint-dir"}));
+  EXPECT_EQ((io::run_request{.directory = true, .resume_or_start = true, .overwrite = true}.problems()),
+            (std::vector<std::string>{"--overwrite starts a new run and --resume-or-start continues one: give one of them"}));
+  EXPECT_EQ((io::run_request{.directory = true}.start()), io::run_start::new_run);
+  EXPECT_EQ((io::run_request{.directory = true, .resume = true}.start()), io::run_start::resume);
+  EXPECT_EQ((io::run_request{.directory = true, .resume = true, .resume_or_start = true}.start()), io::run_start::resume_or_start);
+  EXPECT_EQ((io::run_request{.directory = true, .overwrite = true}.start()), io::run_start::overwrite);
+}
 }  // namespace

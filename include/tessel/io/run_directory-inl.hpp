@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <random>
 #include <system_error>
+#include <utility>
 
 namespace tessel::io {
 
@@ -33,6 +34,21 @@ std::string new_run_id() {
   std::string out(16, '0');
   for (int i = 0; i < 16; ++i) out[static_cast<std::size_t>(i)] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
   return out;
+}
+
+std::vector<std::string> run_request::problems() const {
+  std::vector<std::string> out;
+  if (!directory)
+    for (const auto& [given, flag] : {std::pair{resume, "--resume"}, std::pair{resume_or_start, "--resume-or-start"},
+                                      std::pair{overwrite, "--overwrite"}, std::pair{save_every, "--save-every"}})
+      if (given) out.push_back(std::string(flag) + " needs --checkpoint-dir");
+  if (overwrite && (resume || resume_or_start))
+    out.push_back("--overwrite starts a new run and --resume" + std::string(resume ? "" : "-or-start") + " continues one: give one of them");
+  return out;
+}
+
+run_start run_request::start() const {
+  return overwrite ? run_start::overwrite : resume_or_start ? run_start::resume_or_start : resume ? run_start::resume : run_start::new_run;
 }
 
 run_directory::run_directory(std::filesystem::path dir, run_directory_options options)

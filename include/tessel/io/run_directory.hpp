@@ -38,6 +38,19 @@ enum class run_start {
   resume_or_start,  // resume where there is an intact checkpoint, else a new run
 };
 
+// What a program's run-directory flags ask for (--checkpoint-dir given, --resume, --resume-or-start,
+// --overwrite, --save-every above 0): the rules between them, one problem a line for
+// command_line::parse's rules ("--resume needs --checkpoint-dir"), and the run_start they choose.
+struct run_request {
+  bool directory = false;
+  bool resume = false;
+  bool resume_or_start = false;
+  bool overwrite = false;
+  bool save_every = false;
+  std::vector<std::string> problems() const;
+  run_start start() const;
+};
+
 // A setting that shapes a run's state: its flag (in messages), the checkpoint metadata entry that records
 // it, its value in this run, and, for a setting added after checkpoints were first written, the value a
 // checkpoint that does not record it was run with. A value "true" or "false" is a toggle's.
