@@ -9,8 +9,11 @@
 // tensors: a binary op on different dtypes is a compile error that names `convert_element_type`; scalars
 // written in the program are weakly typed and take the tensor's dtype.
 
+#include <array>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "tessel/core/bfloat16.hpp"
@@ -23,46 +26,74 @@ using float32 = float;
 using int32 = std::int32_t;
 using uint32 = std::uint32_t;
 
+// The dtypes as values, as the node table holds them (ir::node::dtype), in dtype_table's order.
+enum class dtype_code : std::uint8_t { f32, bf16, s32, u32, pred };
+
+// Everything about a dtype besides its C++ type, one row each: every name, size and rule of a dtype
+// comes from here.
+struct dtype_info {
+  std::string_view name;   // XLA's spelling
+  std::size_t bytes;       // in memory
+  std::size_t tile_bytes;  // in a kernel's tile, the executor's working form: bf16 is computed as f32 there
+  bool is_floating;
+  int lattice_level;       // promotion: pred < s32, u32 < bf16 < f32
+};
+inline constexpr std::array<dtype_info, 5> dtype_table{{
+    {"f32", 4, 4, true, 3},
+    {"bf16", 2, 4, true, 2},
+    {"s32", 4, 4, false, 1},
+    {"u32", 4, 4, false, 1},
+    {"pred", 1, 1, false, 0},
+}};
+constexpr const dtype_info& info_of(dtype_code c) { return dtype_table[static_cast<std::size_t>(c)]; }
+
+// The C++ type of each dtype: T's code, and the rest of its row.
 template <class T>
 struct dtype_traits {
   static constexpr bool supported = false;
 };
+template <dtype_code C>
+struct dtype_row {
+  static constexpr bool supported = true;
+  static constexpr dtype_code code = C;
+  static constexpr bool is_floating = info_of(C).is_floating;
+  static constexpr int lattice_level = info_of(C).lattice_level;
+};
+template <>
+struct dtype_traits<float> : dtype_row<dtype_code::f32> {};
+template <>
+struct dtype_traits<bfloat16> : dtype_row<dtype_code::bf16> {};
+template <>
+struct dtype_traits<std::int32_t> : dtype_row<dtype_code::s32> {};
+template <>
+struct dtype_traits<std::uint32_t> : dtype_row<dtype_code::u32> {};
+template <>
+struct dtype_traits<bool> : dtype_row<dtype_code::pred> {};
 
-template <>
-struct dtype_traits<float> {
-  static constexpr bool supported = true;
-  static constexpr fixed_string name = "f32";
-  static constexpr bool is_floating = true;
-  static constexpr int lattice_level = 3;
-};
-template <>
-struct dtype_traits<bfloat16> {
-  static constexpr bool supported = true;
-  static constexpr fixed_string name = "bf16";
-  static constexpr bool is_floating = true;
-  static constexpr int lattice_level = 2;
-};
-template <>
-struct dtype_traits<std::int32_t> {
-  static constexpr bool supported = true;
-  static constexpr fixed_string name = "s32";
-  static constexpr bool is_floating = false;
-  static constexpr int lattice_level = 1;
-};
-template <>
-struct dtype_traits<std::uint32_t> {
-  static constexpr bool supported = true;
-  static constexpr fixed_string name = "u32";
-  static constexpr bool is_floating = false;
-  static constexpr int lattice_level = 1;
-};
-template <>
-struct dtype_traits<bool> {
-  static constexpr bool supported = true;
-  static constexpr fixed_string name = "pred";
-  static constexpr bool is_floating = false;
-  static constexpr int lattice_level = 0;
-};
+// The C++ type of a dtype's values in a kernel's tile (dtype_info::tile_bytes): bf16 is computed as float.
+template <class T>
+using tile_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+
+// The table's sizes are those of the C++ types.
+template <class T>
+consteval bool sizes_match_table() {
+  return sizeof(T) == info_of(dtype_traits<T>::code).bytes && sizeof(tile_t<T>) == info_of(dtype_traits<T>::code).tile_bytes;
+}
+static_assert(sizes_match_table<float>() && sizes_match_table<bfloat16>() && sizes_match_table<std::int32_t>() &&
+              sizes_match_table<std::uint32_t>() && sizes_match_table<bool>());
+
+// Calls visit(T{}) with the C++ type of dtype `c` (a kernel written once for every element type).
+template <class Visit>
+constexpr decltype(auto) visit_dtype(dtype_code c, Visit&& visit) {
+  switch (c) {
+    case dtype_code::f32: return visit(float{});
+    case dtype_code::bf16: return visit(bfloat16{});
+    case dtype_code::s32: return visit(std::int32_t{});
+    case dtype_code::u32: return visit(std::uint32_t{});
+    case dtype_code::pred: break;
+  }
+  return visit(bool{});
+}
 
 template <class T>
 concept DType = dtype_traits<std::remove_cv_t<T>>::supported;
@@ -74,7 +105,7 @@ concept FloatingDType = DType<T> && dtype_traits<T>::is_floating;
 template <class T>
 constexpr std::string_view dtype_name() {
   if constexpr (DType<T>) {
-    return dtype_traits<T>::name.view();
+    return info_of(dtype_traits<T>::code).name;
   } else if constexpr (std::is_same_v<T, double>) {
     return "double (f64)";
   } else if constexpr (std::is_same_v<T, std::int64_t>) {

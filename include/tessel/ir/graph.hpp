@@ -24,25 +24,17 @@ inline constexpr std::size_t max_rank = 8;
 inline constexpr std::size_t max_operands = 3;
 inline constexpr std::size_t max_ints = 2 * max_rank;
 
-enum class dtype_code : std::uint8_t { f32, bf16, s32, u32, pred };
+using tessel::dtype_code;
 
+// The dtype table's (core/dtype.hpp) columns as the node table reads them.
 template <class T>
 consteval dtype_code code_of() {
-  if constexpr (std::is_same_v<T, float>) return dtype_code::f32;
-  else if constexpr (std::is_same_v<T, bfloat16>) return dtype_code::bf16;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype_code::s32;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return dtype_code::u32;
-  else return dtype_code::pred;
+  return dtype_traits<T>::code;
 }
-
-constexpr std::string_view name_of(dtype_code c) {
-  constexpr std::string_view names[] = {"f32", "bf16", "s32", "u32", "pred"};
-  return names[static_cast<int>(c)];
-}
-constexpr std::size_t bytes_of(dtype_code c) { return c == dtype_code::bf16 ? 2 : c == dtype_code::pred ? 1 : 4; }
-// A value's bytes in a tile, the executor's working form: bf16 is computed as f32 there, pred stays a byte.
-constexpr std::size_t tile_bytes(dtype_code c) { return c == dtype_code::pred ? 1 : 4; }
-constexpr bool is_floating(dtype_code c) { return c == dtype_code::f32 || c == dtype_code::bf16; }
+constexpr std::string_view name_of(dtype_code c) { return info_of(c).name; }
+constexpr std::size_t bytes_of(dtype_code c) { return info_of(c).bytes; }
+constexpr std::size_t tile_bytes(dtype_code c) { return info_of(c).tile_bytes; }
+constexpr bool is_floating(dtype_code c) { return info_of(c).is_floating; }
 
 // A run-time-valued shape for constexpr passes (the static shape<...> is its type-level twin).
 struct dims {

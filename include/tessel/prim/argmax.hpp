@@ -37,13 +37,7 @@ void argmax_as(const ir::node& n, const ir::node& operand, const T* x, std::int3
 
 inline void run_argmax(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   auto* y = static_cast<std::int32_t*>(out);
-  switch (n.operand_dtype) {
-    case ir::dtype_code::f32: argmax_as(n, *operands[0], static_cast<const float*>(in[0]), y); break;
-    case ir::dtype_code::bf16: argmax_as(n, *operands[0], static_cast<const bfloat16*>(in[0]), y); break;
-    case ir::dtype_code::s32: argmax_as(n, *operands[0], static_cast<const std::int32_t*>(in[0]), y); break;
-    case ir::dtype_code::u32: argmax_as(n, *operands[0], static_cast<const std::uint32_t*>(in[0]), y); break;
-    case ir::dtype_code::pred: argmax_as(n, *operands[0], static_cast<const bool*>(in[0]), y); break;
-  }
+  visit_dtype(n.operand_dtype, [&]<class T>(T) { argmax_as(n, *operands[0], static_cast<const T*>(in[0]), y); });
 }
 
 // vmap: the axis shifts past the batch axis.

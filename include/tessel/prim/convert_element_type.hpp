@@ -48,23 +48,11 @@ void convert_tile(const void* in, void* out, std::size_t n) {
 
 template <class From>
 void convert_from(ir::dtype_code to, const void* in, void* out, std::size_t n) {
-  switch (to) {
-    case ir::dtype_code::f32: convert_tile<From, float>(in, out, n); break;
-    case ir::dtype_code::bf16: convert_tile<From, bfloat16>(in, out, n); break;
-    case ir::dtype_code::s32: convert_tile<From, std::int32_t>(in, out, n); break;
-    case ir::dtype_code::u32: convert_tile<From, std::uint32_t>(in, out, n); break;
-    case ir::dtype_code::pred: convert_tile<From, bool>(in, out, n); break;
-  }
+  visit_dtype(to, [&]<class To>(To) { convert_tile<From, To>(in, out, n); });
 }
 
 void evaluate_convert(const ir::node& node, const void* const* in, void* out, std::size_t n) {
-  switch (node.operand_dtype) {
-    case ir::dtype_code::f32: convert_from<float>(node.dtype, in[0], out, n); break;
-    case ir::dtype_code::bf16: convert_from<bfloat16>(node.dtype, in[0], out, n); break;
-    case ir::dtype_code::s32: convert_from<std::int32_t>(node.dtype, in[0], out, n); break;
-    case ir::dtype_code::u32: convert_from<std::uint32_t>(node.dtype, in[0], out, n); break;
-    case ir::dtype_code::pred: convert_from<bool>(node.dtype, in[0], out, n); break;
-  }
+  visit_dtype(node.operand_dtype, [&]<class From>(From) { convert_from<From>(node.dtype, in[0], out, n); });
 }
 #endif  // TESSEL_IMPLEMENTATION
 

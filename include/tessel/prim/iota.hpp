@@ -40,13 +40,7 @@ void iota_as(const ir::node& n, std::size_t first, std::size_t count, void* out)
 }
 
 inline void generate_iota(const ir::node& n, std::size_t first, std::size_t count, void* out) {
-  switch (n.dtype) {
-    case ir::dtype_code::f32:
-    case ir::dtype_code::bf16: iota_as<float>(n, first, count, out); break;
-    case ir::dtype_code::s32: iota_as<std::int32_t>(n, first, count, out); break;
-    case ir::dtype_code::u32: iota_as<std::uint32_t>(n, first, count, out); break;
-    case ir::dtype_code::pred: iota_as<bool>(n, first, count, out); break;
-  }
+  visit_dtype(n.dtype, [&]<class T>(T) { iota_as<tile_t<T>>(n, first, count, out); });
 }
 
 inline constexpr ir::primitive iota_p{.name = "iota", .kind = ir::prim_kind::generator, .generate = &generate_iota,

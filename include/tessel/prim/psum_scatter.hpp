@@ -31,7 +31,7 @@ inline void run_psum_scatter(const ir::node& n, const ir::node* const* operands,
   for (std::size_t a = 0; a < dim; ++a) outer *= src.d[a];
   for (std::size_t a = dim + 1; a < src.rank; ++a) inner *= src.d[a];
   const std::size_t block = src.d[dim] / gr.size * inner, bytes = ir::bytes_of(n.dtype);
-  collective::with_element_type(n.dtype, [&]<class T>(T) {
+  visit_dtype(n.dtype, [&]<class T>(T) {
     if constexpr (!std::is_same_v<T, bool>) {
       std::array<const void*, max_mesh_devices> ins{};
       for (std::size_t o = 0; o < outer; ++o) {

@@ -50,13 +50,7 @@ void select_as(const void* const* in, unsigned splat, void* out, std::size_t n) 
 }
 
 void evaluate_select(const ir::node& node, const void* const* in, unsigned splat, void* out, std::size_t n) {
-  switch (node.dtype) {
-    case ir::dtype_code::f32:
-    case ir::dtype_code::bf16: select_as<float>(in, splat, out, n); break;
-    case ir::dtype_code::s32: select_as<std::int32_t>(in, splat, out, n); break;
-    case ir::dtype_code::u32: select_as<std::uint32_t>(in, splat, out, n); break;
-    case ir::dtype_code::pred: select_as<bool>(in, splat, out, n); break;
-  }
+  visit_dtype(node.dtype, [&]<class T>(T) { select_as<tile_t<T>>(in, splat, out, n); });
 }
 #endif  // TESSEL_IMPLEMENTATION
 

@@ -225,19 +225,6 @@ inline void publish(kernels::device_context& d, const ir::node& n, const ir::nod
   d.comm->publish(d.device, in, out, operand.shape.size() * ir::bytes_of(operand.dtype), axes_bits(n));
 }
 
-// Elements of a collective's buffers, as the arithmetic sees them: f32 and bf16 as float, s32 and u32 as
-// themselves.
-template <class Visit>
-void with_element_type(ir::dtype_code dtype, Visit&& visit) {
-  switch (dtype) {
-    case ir::dtype_code::f32: visit(float{}); break;
-    case ir::dtype_code::bf16: visit(bfloat16{}); break;
-    case ir::dtype_code::s32: visit(std::int32_t{}); break;
-    case ir::dtype_code::u32: visit(std::uint32_t{}); break;
-    case ir::dtype_code::pred: visit(bool{}); break;
-  }
-}
-
 enum class reduction { sum, max, min };
 
 // out[i] = in_0[i] (op) in_1[i] (op) ... (op) in_{n-1}[i] for i in [0, count), always in that order.
@@ -309,7 +296,7 @@ void run_all_reduce(const ir::node& n, const ir::node* const* operands, const vo
   const std::size_t count = n.shape.size();
   if (!all_here && d.comm->local_devices() == 1 && gr.size == d.comm->devices()) {
     d.comm->publish(d.device, in[0], out, 0, 0);  // nothing to share within the process
-    with_element_type(n.dtype, [&]<class T>(T) {
+    visit_dtype(n.dtype, [&]<class T>(T) {
       if constexpr (!std::is_same_v<T, bool>) all_reduce_over_processes<T>(Op, gr, in[0], out, count);
     });
     d.comm->finish(d.device);
@@ -319,7 +306,7 @@ void run_all_reduce(const ir::node& n, const ir::node* const* operands, const vo
   const std::size_t first = all_here ? gr.rank * count / gr.size : 0, last = all_here ? (gr.rank + 1) * count / gr.size : count;
   std::array<const void*, max_mesh_devices> ins{};
   for (std::size_t j = 0; j < gr.size; ++j) ins[j] = d.comm->input(gr.member[j]);
-  with_element_type(n.dtype, [&]<class T>(T) {
+  visit_dtype(n.dtype, [&]<class T>(T) {
     if constexpr (!std::is_same_v<T, bool>) {
       reduce_in_order<T>(Op, ins.data(), gr.size, first, last - first, out);
       if (all_here)

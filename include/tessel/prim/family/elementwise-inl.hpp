@@ -111,13 +111,7 @@ void evaluate_unary_as(const void* in, void* out, std::size_t n) {
 
 template <class Rule>
 void evaluate_unary(const ir::node& node, const void* const* in, void* out, std::size_t n) {
-  switch (node.operand_dtype) {
-    case ir::dtype_code::f32: evaluate_unary_as<Rule, float>(in[0], out, n); break;
-    case ir::dtype_code::bf16: evaluate_unary_as<Rule, bfloat16>(in[0], out, n); break;
-    case ir::dtype_code::s32: evaluate_unary_as<Rule, std::int32_t>(in[0], out, n); break;
-    case ir::dtype_code::u32: evaluate_unary_as<Rule, std::uint32_t>(in[0], out, n); break;
-    case ir::dtype_code::pred: evaluate_unary_as<Rule, bool>(in[0], out, n); break;
-  }
+  visit_dtype(node.operand_dtype, [&]<class T>(T) { evaluate_unary_as<Rule, T>(in[0], out, n); });
 }
 
 template <class Rule, class T>
@@ -139,12 +133,6 @@ void evaluate_binary_as(const void* a, const void* b, unsigned splat, void* out,
 
 template <class Rule>
 void evaluate_binary(const ir::node& node, const void* const* in, unsigned splat, void* out, std::size_t n) {
-  switch (node.operand_dtype) {
-    case ir::dtype_code::f32: evaluate_binary_as<Rule, float>(in[0], in[1], splat, out, n); break;
-    case ir::dtype_code::bf16: evaluate_binary_as<Rule, bfloat16>(in[0], in[1], splat, out, n); break;
-    case ir::dtype_code::s32: evaluate_binary_as<Rule, std::int32_t>(in[0], in[1], splat, out, n); break;
-    case ir::dtype_code::u32: evaluate_binary_as<Rule, std::uint32_t>(in[0], in[1], splat, out, n); break;
-    case ir::dtype_code::pred: evaluate_binary_as<Rule, bool>(in[0], in[1], splat, out, n); break;
-  }
+  visit_dtype(node.operand_dtype, [&]<class T>(T) { evaluate_binary_as<Rule, T>(in[0], in[1], splat, out, n); });
 }
 }  // namespace tessel::prim

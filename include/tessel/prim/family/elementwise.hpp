@@ -59,10 +59,6 @@ using result_t = typename result_of<Rule, T>::type;
 
 // ---- run time: tiles ---------------------------------------------------------------------------
 
-// The tile type of a dtype: f32 and bf16 are computed in float.
-template <class T>
-using tile_t = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
-
 // Each rule's tile functions, which its descriptor points to. A translation unit sees only these
 // declarations: the definitions (prim/family/elementwise-inl.hpp, with xsimd and the math they call) are
 // compiled once, in the translation unit that defines TESSEL_IMPLEMENTATION (the tessel library,

@@ -69,27 +69,24 @@ void init_as(void* acc, std::size_t n) {
   std::fill_n(static_cast<V*>(acc), n, Rule::template identity<V>());
 }
 
-#define TESSEL_REDUCE_DISPATCH(fn, ...)                                                          \
-  switch (node.dtype) {                                                                         \
-    case ir::dtype_code::f32: fn<Rule, float>(__VA_ARGS__); break;                              \
-    case ir::dtype_code::bf16: fn<Rule, bfloat16>(__VA_ARGS__); break;                          \
-    case ir::dtype_code::s32: if constexpr (rule_accepts<Rule, std::int32_t>()) fn<Rule, std::int32_t>(__VA_ARGS__); break;   \
-    case ir::dtype_code::u32: if constexpr (rule_accepts<Rule, std::uint32_t>()) fn<Rule, std::uint32_t>(__VA_ARGS__); break; \
-    case ir::dtype_code::pred: if constexpr (rule_accepts<Rule, bool>()) fn<Rule, bool>(__VA_ARGS__); break;                  \
-  }
-
+// Each for the node's dtype, where the rule takes it (every reduction takes f32 and bf16).
 template <class Rule>
 void reduce_row(const ir::node& node, const void* in, std::size_t n, void* acc) {
-  TESSEL_REDUCE_DISPATCH(reduce_row_as, in, n, acc)
+  visit_dtype(node.dtype, [&]<class T>(T) {
+    if constexpr (rule_accepts<Rule, T>()) reduce_row_as<Rule, T>(in, n, acc);
+  });
 }
 template <class Rule>
 void combine(const ir::node& node, const void* in, std::size_t n, void* acc) {
-  TESSEL_REDUCE_DISPATCH(combine_as, in, n, acc)
+  visit_dtype(node.dtype, [&]<class T>(T) {
+    if constexpr (rule_accepts<Rule, T>()) combine_as<Rule, T>(in, n, acc);
+  });
 }
 template <class Rule>
 void init(const ir::node& node, void* acc, std::size_t n) {
-  TESSEL_REDUCE_DISPATCH(init_as, acc, n)
+  visit_dtype(node.dtype, [&]<class T>(T) {
+    if constexpr (rule_accepts<Rule, T>()) init_as<Rule, T>(acc, n);
+  });
 }
-#undef TESSEL_REDUCE_DISPATCH
 
 }  // namespace tessel::prim
