@@ -61,51 +61,52 @@ inline constexpr bool is_dilation_v<dilation<H, W>> = true;
 
 namespace padding {
 
-// One spatial axis of a windowed op: its output size and the padding applied before and after.
-struct resolved {
-  std::size_t out = 0;
+// The padding a policy puts before and after one spatial axis of a windowed op (the node's attributes);
+// the output size follows from it by the one rule, windowed_size.
+struct pads {
   std::size_t lo = 0, hi = 0;
-  bool fits = true;  // the (padded) input holds at least one window
 };
 
+// As much as keeps the output at ceil(in / stride), split evenly, the odd element after (XLA's SAME).
 struct same {
   static constexpr std::string_view name = "padding::same";
-  static constexpr resolved resolve(std::size_t, std::size_t in, std::size_t window, std::size_t stride) {
-    resolved r;
-    r.out = (in + stride - 1) / stride;
-    const std::size_t need = r.out == 0 ? 0 : (r.out - 1) * stride + window;
+  static constexpr pads resolve(std::size_t, std::size_t in, std::size_t window, std::size_t stride) {
+    const std::size_t out = (in + stride - 1) / stride;
+    const std::size_t need = out == 0 ? 0 : (out - 1) * stride + window;
     const std::size_t total = need > in ? need - in : 0;
-    r.lo = total / 2;
-    r.hi = total - r.lo;
-    return r;
+    return {total / 2, total - total / 2};
   }
 };
 
 struct valid {
   static constexpr std::string_view name = "padding::valid";
-  static constexpr resolved resolve(std::size_t, std::size_t in, std::size_t window, std::size_t stride) {
-    resolved r;
-    r.fits = in >= window;
-    r.out = r.fits ? (in - window) / stride + 1 : 0;
-    return r;
-  }
+  static constexpr pads resolve(std::size_t, std::size_t, std::size_t, std::size_t) { return {}; }
 };
 
 template <std::size_t LoH, std::size_t HiH, std::size_t LoW, std::size_t HiW>
 struct explicit_pads {
   static constexpr std::string_view name = "padding::explicit_pads";
-  static constexpr resolved resolve(std::size_t axis, std::size_t in, std::size_t window, std::size_t stride) {
-    resolved r;
-    r.lo = axis == 0 ? LoH : LoW;
-    r.hi = axis == 0 ? HiH : HiW;
-    const std::size_t padded = in + r.lo + r.hi;
-    r.fits = padded >= window;
-    r.out = r.fits ? (padded - window) / stride + 1 : 0;
-    return r;
+  static constexpr pads resolve(std::size_t axis, std::size_t, std::size_t, std::size_t) {
+    return axis == 0 ? pads{LoH, HiH} : pads{LoW, HiW};
   }
 };
 
 }  // namespace padding
+
+namespace prim {
+
+// The one shape rule of a windowed axis (conv_general and the pools; the typed check at the user's call
+// and the value-level builder both use it): `in` elements padded by lo and hi hold a window of `window`
+// elements when window_fits, and the window then stops windowed_size times, every `stride` elements.
+constexpr bool window_fits(std::size_t in, std::int64_t lo, std::int64_t hi, std::size_t window) {
+  return static_cast<std::int64_t>(in) + lo + hi >= static_cast<std::int64_t>(window);
+}
+constexpr std::size_t windowed_size(std::size_t in, std::int64_t lo, std::int64_t hi, std::size_t window, std::size_t stride) {
+  if (!window_fits(in, lo, hi, window)) return 0;
+  return (static_cast<std::size_t>(static_cast<std::int64_t>(in) + lo + hi) - window) / stride + 1;
+}
+
+}  // namespace prim
 
 template <class P>
 concept PaddingRule = requires {
@@ -154,9 +155,7 @@ constexpr ir::dims conv_output_shape(const ir::dims& x, const ir::dims& w, const
   out.d[3] = w.d[3];
   for (std::size_t i = 0; i < 2; ++i) {
     const auto s = static_cast<std::size_t>(a.ints[i]), d = static_cast<std::size_t>(a.ints[2 + i]);
-    const std::size_t window = (w.d[i] - 1) * d + 1;
-    const auto padded = static_cast<std::size_t>(static_cast<std::int64_t>(x.d[1 + i]) + a.ints[4 + i] + a.ints[6 + i]);
-    out.d[1 + i] = padded >= window ? (padded - window) / s + 1 : 0;
+    out.d[1 + i] = windowed_size(x.d[1 + i], a.ints[4 + i], a.ints[6 + i], (w.d[i] - 1) * d + 1, s);
   }
   return out;
 }
@@ -568,28 +567,50 @@ struct conv_check {
   using ws = typename W::shape_type;
 
   // 0: fine; 1: input rank; 2: filter rank; 3: channels differ; 4: zero stride or dilation; 5: window too large
-  static constexpr int problem = [] {
+  static constexpr int operand_problem = [] {
     if (xs::rank != 4) return 1;
     if (ws::rank != 4) return 2;
     if (xs::dims[3] != ws::dims[2]) return 3;
     for (std::size_t i = 0; i < 2; ++i)
       if (Strides::values[i] == 0 || Dilation::values[i] == 0) return 4;
+    return 0;
+  }();
+  // Each axis's window: the dilated filter.
+  static constexpr std::array<std::size_t, 2> window = [] {
+    std::array<std::size_t, 2> w{};
+    if constexpr (operand_problem == 0)
+      for (std::size_t i = 0; i < 2; ++i) w[i] = (ws::dims[i] - 1) * Dilation::values[i] + 1;
+    return w;
+  }();
+
+  // The node's attributes: strides, dilations, each axis's low padding, then its high (Padding's).
+  static constexpr ir::attributes attr = [] {
+    ir::attributes a;
+    if constexpr (operand_problem == 0) {
+      std::array<padding::pads, 2> p{};
+      for (std::size_t i = 0; i < 2; ++i) p[i] = Padding::resolve(i, xs::dims[1 + i], window[i], Strides::values[i]);
+      for (std::size_t v : Strides::values) a.push(static_cast<std::int64_t>(v));
+      for (std::size_t v : Dilation::values) a.push(static_cast<std::int64_t>(v));
+      for (const auto& s : p) a.push(static_cast<std::int64_t>(s.lo));
+      for (const auto& s : p) a.push(static_cast<std::int64_t>(s.hi));
+    }
+    return a;
+  }();
+
+  static constexpr int problem = [] {
+    if (operand_problem != 0) return operand_problem;
     for (std::size_t i = 0; i < 2; ++i)
-      if (!Padding::resolve(i, xs::dims[1 + i], (ws::dims[i] - 1) * Dilation::values[i] + 1, Strides::values[i]).fits) return 5;
+      if (!window_fits(xs::dims[1 + i], attr.ints[4 + i], attr.ints[6 + i], window[i])) return 5;
     return 0;
   }();
 
-  static constexpr std::array<padding::resolved, 2> spatial = [] {
-    std::array<padding::resolved, 2> r{};
-    if constexpr (problem == 0)
-      for (std::size_t i = 0; i < 2; ++i)
-        r[i] = Padding::resolve(i, xs::dims[1 + i], (ws::dims[i] - 1) * Dilation::values[i] + 1, Strides::values[i]);
-    return r;
-  }();
-
+  // The result's dims: the builder's rule (conv_output_shape) on the node's attributes.
   static constexpr dims_t<4> out_dims = [] {
     dims_t<4> d{};
-    if constexpr (problem == 0) d = {xs::dims[0], spatial[0].out, spatial[1].out, ws::dims[3]};
+    if constexpr (problem == 0) {
+      const ir::dims out = conv_output_shape(ir::dims_of<xs>(), ir::dims_of<ws>(), attr);
+      d = {out.d[0], out.d[1], out.d[2], out.d[3]};
+    }
     return d;
   }();
 
@@ -647,12 +668,7 @@ constexpr auto conv_general(X x, W w) {
     raise<"tessel::conv_general: integer and pred operands are not supported; fix: convert_element_type to f32 or bf16", X>();
     return tracer<T, out_shape>{x.graph, -1};
   } else {
-    ir::attributes a;
-    for (std::size_t v : Strides::values) a.push(static_cast<std::int64_t>(v));
-    for (std::size_t v : Dilation::values) a.push(static_cast<std::int64_t>(v));
-    for (const auto& s : check::spatial) a.push(static_cast<std::int64_t>(s.lo));
-    for (const auto& s : check::spatial) a.push(static_cast<std::int64_t>(s.hi));
-    return tracer<T, out_shape>{x.graph, prim::build::conv(*x.graph, x.id, w.id, a)};
+    return tracer<T, out_shape>{x.graph, prim::build::conv(*x.graph, x.id, w.id, check::attr)};
   }
 }
 

@@ -78,8 +78,7 @@ constexpr ir::dims pool_output_shape(const ir::dims& x, const ir::attributes& a)
   ir::dims out = x;
   for (std::size_t i = 0; i < 2; ++i) {
     const auto k = static_cast<std::size_t>(a.ints[i]), s = static_cast<std::size_t>(a.ints[2 + i]);
-    const auto padded = static_cast<std::size_t>(static_cast<std::int64_t>(x.d[1 + i]) + a.ints[4 + i] + a.ints[6 + i]);
-    out.d[1 + i] = padded >= k ? (padded - k) / s + 1 : 0;
+    out.d[1 + i] = windowed_size(x.d[1 + i], a.ints[4 + i], a.ints[6 + i], k, s);
   }
   return out;
 }
@@ -484,25 +483,46 @@ struct pool_check {
   using xs = typename X::shape_type;
 
   // 0: fine; 1: rank; 2: zero window or stride; 3: the window does not fit
-  static constexpr int problem = [] {
+  static constexpr int operand_problem = [] {
     if (xs::rank != 4) return 1;
     for (std::size_t i = 0; i < 2; ++i)
       if (Window::values[i] == 0 || Strides::values[i] == 0) return 2;
-    for (std::size_t i = 0; i < 2; ++i)
-      if (!Padding::resolve(i, xs::dims[1 + i], Window::values[i], Strides::values[i]).fits) return 3;
     return 0;
   }();
 
-  static constexpr std::array<padding::resolved, 2> spatial = [] {
-    std::array<padding::resolved, 2> r{};
-    if constexpr (problem == 0)
+  // Each axis's padding (Padding's).
+  static constexpr std::array<padding::pads, 2> spatial = [] {
+    std::array<padding::pads, 2> r{};
+    if constexpr (operand_problem == 0)
       for (std::size_t i = 0; i < 2; ++i) r[i] = Padding::resolve(i, xs::dims[1 + i], Window::values[i], Strides::values[i]);
     return r;
   }();
 
+  // The node's attributes but the divisor: window, strides, each axis's low padding, then its high.
+  static constexpr ir::attributes window_attributes = [] {
+    ir::attributes a;
+    for (std::size_t v : Window::values) a.push(static_cast<std::int64_t>(v));
+    for (std::size_t v : Strides::values) a.push(static_cast<std::int64_t>(v));
+    for (const auto& s : spatial) a.push(static_cast<std::int64_t>(s.lo));
+    for (const auto& s : spatial) a.push(static_cast<std::int64_t>(s.hi));
+    return a;
+  }();
+
+  static constexpr int problem = [] {
+    if (operand_problem != 0) return operand_problem;
+    for (std::size_t i = 0; i < 2; ++i)
+      if (!window_fits(xs::dims[1 + i], static_cast<std::int64_t>(spatial[i].lo), static_cast<std::int64_t>(spatial[i].hi), Window::values[i]))
+        return 3;
+    return 0;
+  }();
+
+  // The result's dims: the builder's rule (pool_output_shape) on the node's attributes.
   static constexpr dims_t<4> out_dims = [] {
     dims_t<4> d{};
-    if constexpr (problem == 0) d = {xs::dims[0], spatial[0].out, spatial[1].out, xs::dims[3]};
+    if constexpr (problem == 0) {
+      const ir::dims out = pool_output_shape(ir::dims_of<xs>(), window_attributes);
+      d = {out.d[0], out.d[1], out.d[2], out.d[3]};
+    }
     return d;
   }();
 
@@ -532,11 +552,7 @@ struct pool_check {
   }
 
   static constexpr ir::attributes attributes(pool_divisor divisor) {
-    ir::attributes a;
-    for (std::size_t v : Window::values) a.push(static_cast<std::int64_t>(v));
-    for (std::size_t v : Strides::values) a.push(static_cast<std::int64_t>(v));
-    for (const auto& s : spatial) a.push(static_cast<std::int64_t>(s.lo));
-    for (const auto& s : spatial) a.push(static_cast<std::int64_t>(s.hi));
+    ir::attributes a = window_attributes;
     a.push(static_cast<std::int64_t>(divisor));
     return a;
   }
