@@ -299,7 +299,18 @@ struct builder {
     }
   }
 
+  // The plan: which nodes are live, which kernel computes each, and the kernels in the order they run.
   constexpr void run() {
+    mark_live();
+    // Members are collected per kernel in reverse; kernels are numbered as created and renumbered below.
+    for (std::size_t i = N; i-- > 0;)
+      if (live[i]) place(static_cast<int>(i));
+    order_kernels();
+  }
+
+  // Every node's entries reset; the outputs, the live nodes, their users, and the nodes read only
+  // elementwise.
+  constexpr void mark_live() {
     for (std::size_t i = 0; i < N; ++i) {
       out.kernel_of[i] = -1;
       out.arena_offset[i] = -1;
@@ -328,129 +339,144 @@ struct builder {
       if (live[i] && n.prim->kind != ir::prim_kind::elementwise)
         for (std::size_t a = 0; a < n.arity; ++a) read_elementwise[static_cast<std::size_t>(n.operands[a])] = false;
     }
+  }
 
-    // Members are collected per kernel in reverse; kernels are numbered as created and renumbered below.
-
-    for (std::size_t ii = N; ii-- > 0;) {
-      const int id = static_cast<int>(ii);
-      const ir::node& n = p.nodes[ii];
-      if (!live[ii]) continue;
-      const auto kind = n.prim->kind;
-      if (kind == ir::prim_kind::region_parameter) {
-        out.materialized[ii] = true;
-        continue;
-      }
-      if (kind == ir::prim_kind::control) {  // one kernel per construct, at its first live output
-        out.materialized[ii] = true;
-        const int c = static_cast<int>(n.attr.ints[0]);
-        int k = -1;
-        for (int j = 0; j < out.kernel_count; ++j)
-          if (out.kernels[static_cast<std::size_t>(j)].construct == c) k = j;
-        if (k < 0) {
-          k = new_kernel(kernel_kind::control, id);
-          out.kernels[static_cast<std::size_t>(k)].construct = c;
-        }
-        out.kernels[static_cast<std::size_t>(k)].root = id;
-        out.kernel_of[ii] = k;
-        ++out.kernels[static_cast<std::size_t>(k)].member_count;
-        continue;
-      }
-      // Recomputed wherever it is read, unless a whole-buffer kernel reads it.
-      if (!is_output[ii] && !whole_buffer_operand[ii] && is_inline_constant(p, id)) continue;
-      if (kind == ir::prim_kind::parameter) {
-        out.materialized[ii] = true;
-        if (!is_output[ii]) continue;
-      }
-      if (kind == ir::prim_kind::literal && !is_output[ii] && !whole_buffer_operand[ii]) continue;  // inlined in loops
-      int k = -1;
-      if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
-        k = common_kernel[ii];
-      // A result that only one uniform loop reads, elementwise of the loop's shape, is computed in that
-      // loop and stored from it (stored_member): one pass over its operands instead of a loop storing it
-      // and the reader loading it back. No reduction joins the loop then (it stays a loop or takes a product).
-      if (k < 0 && is_output[ii] && common_kernel[ii] >= 0 && kind == ir::prim_kind::elementwise) {
-        kernel& reader = out.kernels[static_cast<std::size_t>(common_kernel[ii])];
-        if (reader.kind == kernel_kind::loop && reader.uniform && n.shape == nd(reader.root).shape) {
-          k = common_kernel[ii];
-          reader.stores_members = true;
-          out.materialized[ii] = true;
-        }
-      }
-      // A broadcast that no loop takes in, read by elementwise work only (in several kernels, or in a loop
-      // body while defined outside it), is gathered by each reader from its operand (is_broadcast_view).
-      if (k < 0 && kind == ir::prim_kind::broadcast && !is_output[ii] && !whole_buffer_operand[ii] && read_elementwise[ii] &&
-          n.shape.size() > nd(n.operand(0)).shape.size()) {
-        common_kernel[static_cast<std::size_t>(n.operand(0))] = -2;
-        whole_buffer_operand[static_cast<std::size_t>(n.operand(0))] = true;
-        continue;
-      }
-      // A reshape, or a call's result (checkpoint, custom_vjp: the identity on the function's result), that no
-      // loop takes in is its operand's bytes (through reshapes and calls): a parameter's, or in the same region
-      // (an alias's readers extend its operand's life, which is only sound within one region) those of a kernel
-      // that stores a whole buffer anyway (a layout change, a contraction, a reduction); a call's operand is
-      // stored once rather than stored and copied, whatever its kernel.
-      const bool call = is_call_result(n);
-      if (k < 0 && (kind == ir::prim_kind::reshape || call) && !is_output[ii]) {
-        int from = n.operand(0);
-        while (nd(from).prim->kind == ir::prim_kind::reshape || is_call_result(nd(from))) from = nd(from).operand(0);
-        const auto from_kind = nd(from).prim->kind;
-        const bool whole = from_kind == ir::prim_kind::layout || from_kind == ir::prim_kind::contraction || from_kind == ir::prim_kind::reduce;
-        if (from_kind == ir::prim_kind::parameter || ((whole || call) && region_of[static_cast<std::size_t>(from)] == region_of[ii])) {
-          out.materialized[ii] = true;
-          out.alias_of[ii] = from;
-          common_kernel[static_cast<std::size_t>(from)] = -2;  // stored whole, in no consumer's loop
-          whole_buffer_operand[static_cast<std::size_t>(from)] = true;
-          continue;
-        }
-      }
-      if (k < 0) {
-        out.materialized[ii] = true;
-        kernel_kind kk = kernel_kind::loop;
-        if (kind == ir::prim_kind::layout) kk = kernel_kind::layout;
-        if (kind == ir::prim_kind::literal || kind == ir::prim_kind::parameter) kk = kernel_kind::copy;
-        if (kind == ir::prim_kind::contraction) kk = kernel_kind::contraction;
-        if (kind == ir::prim_kind::reduce) {
-          const ir::node& operand = nd(n.operand(0));
-          const std::size_t inner = operand.shape.size() / (n.shape.size() == 0 ? 1 : n.shape.size());
-          if (n.prim->reduce_row != nullptr && reduces_trailing(n, operand) && inner <= row_budget_elements)
-            kk = kernel_kind::row;
-          else if (n.prim->combine != nullptr && reduces_leading(n))
-            kk = kernel_kind::column;
-          else
-            kk = kernel_kind::generic;
-        }
-        k = new_kernel(kk, id);
-        kernel& created = out.kernels[static_cast<std::size_t>(k)];
-        if (kk == kernel_kind::contraction) created.dot = id;
-        if (kk == kernel_kind::row || kk == kernel_kind::column) {
-          const ir::node& operand = nd(n.operand(0));
-          created.row_shape = operand.shape;
-          created.outer = n.shape.size();
-          created.inner = operand.shape.size() / (created.outer == 0 ? 1 : created.outer);
-        }
-      }
-      out.kernel_of[ii] = k;
-      kernel& kr = out.kernels[static_cast<std::size_t>(k)];
-      if (!(n.shape == nd(kr.root).shape) || kind == ir::prim_kind::layout) kr.uniform = false;
-      ++kr.member_count;  // provisional count; members are laid out after the sweep
-      // Tell the operands which kernel consumes them.
-      for (std::size_t a = 0; a < n.arity; ++a) {
-        auto& c = common_kernel[static_cast<std::size_t>(n.operands[a])];
-        c = (c == -1 || c == k) && region_of[static_cast<std::size_t>(n.operands[a])] == region_of[ii] ? k : -2;
-      }
-      // Kernels that compute whole buffers need materialised operands, and so does a pad a loop computes
-      // (but for a literal padding value, which the loop splats).
-      const bool loop_pad = kind == ir::prim_kind::layout && kr.kind != kernel_kind::layout;
-      if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot || loop_pad)
-        for (std::size_t a = 0; a < n.arity; ++a) {
-          if (loop_pad && a == 1 && nd(n.operands[a]).prim->kind == ir::prim_kind::literal) continue;
-          common_kernel[static_cast<std::size_t>(n.operands[a])] = -2;
-          whole_buffer_operand[static_cast<std::size_t>(n.operands[a])] = true;
-        }
+  // Live node `id`: inlined where it is read, an alias of its operand's bytes, a member of the kernel that
+  // reads it, or the root of a new kernel.
+  constexpr void place(int id) {
+    const auto ii = static_cast<std::size_t>(id);
+    const ir::node& n = p.nodes[ii];
+    const auto kind = n.prim->kind;
+    if (kind == ir::prim_kind::region_parameter) {
+      out.materialized[ii] = true;
+      return;
     }
+    if (kind == ir::prim_kind::control) {
+      place_control(id);
+      return;
+    }
+    // Recomputed wherever it is read, unless a whole-buffer kernel reads it.
+    if (!is_output[ii] && !whole_buffer_operand[ii] && is_inline_constant(p, id)) return;
+    if (kind == ir::prim_kind::parameter) {
+      out.materialized[ii] = true;
+      if (!is_output[ii]) return;
+    }
+    if (kind == ir::prim_kind::literal && !is_output[ii] && !whole_buffer_operand[ii]) return;  // inlined in loops
+    int k = -1;
+    if (!is_output[ii] && common_kernel[ii] >= 0 && can_join(id, out.kernels[static_cast<std::size_t>(common_kernel[ii])]))
+      k = common_kernel[ii];
+    // A result that only one uniform loop reads, elementwise of the loop's shape, is computed in that
+    // loop and stored from it (stored_member): one pass over its operands instead of a loop storing it
+    // and the reader loading it back. No reduction joins the loop then (it stays a loop or takes a product).
+    if (k < 0 && is_output[ii] && common_kernel[ii] >= 0 && kind == ir::prim_kind::elementwise) {
+      kernel& reader = out.kernels[static_cast<std::size_t>(common_kernel[ii])];
+      if (reader.kind == kernel_kind::loop && reader.uniform && n.shape == nd(reader.root).shape) {
+        k = common_kernel[ii];
+        reader.stores_members = true;
+        out.materialized[ii] = true;
+      }
+    }
+    // A broadcast that no loop takes in, read by elementwise work only (in several kernels, or in a loop
+    // body while defined outside it), is gathered by each reader from its operand (is_broadcast_view).
+    if (k < 0 && kind == ir::prim_kind::broadcast && !is_output[ii] && !whole_buffer_operand[ii] && read_elementwise[ii] &&
+        n.shape.size() > nd(n.operand(0)).shape.size()) {
+      common_kernel[static_cast<std::size_t>(n.operand(0))] = -2;
+      whole_buffer_operand[static_cast<std::size_t>(n.operand(0))] = true;
+      return;
+    }
+    // A reshape, or a call's result (checkpoint, custom_vjp: the identity on the function's result), that no
+    // loop takes in is its operand's bytes (through reshapes and calls): a parameter's, or in the same region
+    // (an alias's readers extend its operand's life, which is only sound within one region) those of a kernel
+    // that stores a whole buffer anyway (a layout change, a contraction, a reduction); a call's operand is
+    // stored once rather than stored and copied, whatever its kernel.
+    const bool call = is_call_result(n);
+    if (k < 0 && (kind == ir::prim_kind::reshape || call) && !is_output[ii]) {
+      int from = n.operand(0);
+      while (nd(from).prim->kind == ir::prim_kind::reshape || is_call_result(nd(from))) from = nd(from).operand(0);
+      const auto from_kind = nd(from).prim->kind;
+      const bool whole = from_kind == ir::prim_kind::layout || from_kind == ir::prim_kind::contraction || from_kind == ir::prim_kind::reduce;
+      if (from_kind == ir::prim_kind::parameter || ((whole || call) && region_of[static_cast<std::size_t>(from)] == region_of[ii])) {
+        out.materialized[ii] = true;
+        out.alias_of[ii] = from;
+        common_kernel[static_cast<std::size_t>(from)] = -2;  // stored whole, in no consumer's loop
+        whole_buffer_operand[static_cast<std::size_t>(from)] = true;
+        return;
+      }
+    }
+    if (k < 0) k = create_kernel(id);
+    out.kernel_of[ii] = k;
+    kernel& kr = out.kernels[static_cast<std::size_t>(k)];
+    if (!(n.shape == nd(kr.root).shape) || kind == ir::prim_kind::layout) kr.uniform = false;
+    ++kr.member_count;  // provisional count; members are laid out after the sweep
+    // Tell the operands which kernel consumes them.
+    for (std::size_t a = 0; a < n.arity; ++a) {
+      auto& c = common_kernel[static_cast<std::size_t>(n.operands[a])];
+      c = (c == -1 || c == k) && region_of[static_cast<std::size_t>(n.operands[a])] == region_of[ii] ? k : -2;
+    }
+    // Kernels that compute whole buffers need materialised operands, and so does a pad a loop computes
+    // (but for a literal padding value, which the loop splats).
+    const bool loop_pad = kind == ir::prim_kind::layout && kr.kind != kernel_kind::layout;
+    if (kr.kind == kernel_kind::layout || kr.kind == kernel_kind::generic || id == kr.dot || loop_pad)
+      for (std::size_t a = 0; a < n.arity; ++a) {
+        if (loop_pad && a == 1 && nd(n.operands[a]).prim->kind == ir::prim_kind::literal) continue;
+        common_kernel[static_cast<std::size_t>(n.operands[a])] = -2;
+        whole_buffer_operand[static_cast<std::size_t>(n.operands[a])] = true;
+      }
+  }
 
-    // Order kernels by root (a topological order, since every member precedes its root), each construct's
-    // regions right after its control kernel, and lay out members.
+  // A control node: one kernel per construct, at its first live output.
+  constexpr void place_control(int id) {
+    const auto ii = static_cast<std::size_t>(id);
+    const ir::node& n = p.nodes[ii];
+    out.materialized[ii] = true;
+    const int c = static_cast<int>(n.attr.ints[0]);
+    int k = -1;
+    for (int j = 0; j < out.kernel_count; ++j)
+      if (out.kernels[static_cast<std::size_t>(j)].construct == c) k = j;
+    if (k < 0) {
+      k = new_kernel(kernel_kind::control, id);
+      out.kernels[static_cast<std::size_t>(k)].construct = c;
+    }
+    out.kernels[static_cast<std::size_t>(k)].root = id;
+    out.kernel_of[ii] = k;
+    ++out.kernels[static_cast<std::size_t>(k)].member_count;
+  }
+
+  // A new kernel with node `id` as its root, of the kind its primitive asks for.
+  constexpr int create_kernel(int id) {
+    const auto ii = static_cast<std::size_t>(id);
+    const ir::node& n = p.nodes[ii];
+    const auto kind = n.prim->kind;
+    out.materialized[ii] = true;
+    kernel_kind kk = kernel_kind::loop;
+    if (kind == ir::prim_kind::layout) kk = kernel_kind::layout;
+    if (kind == ir::prim_kind::literal || kind == ir::prim_kind::parameter) kk = kernel_kind::copy;
+    if (kind == ir::prim_kind::contraction) kk = kernel_kind::contraction;
+    if (kind == ir::prim_kind::reduce) {
+      const ir::node& operand = nd(n.operand(0));
+      const std::size_t inner = operand.shape.size() / (n.shape.size() == 0 ? 1 : n.shape.size());
+      if (n.prim->reduce_row != nullptr && reduces_trailing(n, operand) && inner <= row_budget_elements)
+        kk = kernel_kind::row;
+      else if (n.prim->combine != nullptr && reduces_leading(n))
+        kk = kernel_kind::column;
+      else
+        kk = kernel_kind::generic;
+    }
+    const int k = new_kernel(kk, id);
+    kernel& created = out.kernels[static_cast<std::size_t>(k)];
+    if (kk == kernel_kind::contraction) created.dot = id;
+    if (kk == kernel_kind::row || kk == kernel_kind::column) {
+      const ir::node& operand = nd(n.operand(0));
+      created.row_shape = operand.shape;
+      created.outer = n.shape.size();
+      created.inner = operand.shape.size() / (created.outer == 0 ? 1 : created.outer);
+    }
+    return k;
+  }
+
+  // Orders kernels by root (a topological order, since every member precedes its root), each construct's
+  // regions right after its control kernel, and lays out members.
+  constexpr void order_kernels() {
     std::array<int, N> by_root{};
     std::array<int, N> order{};
     std::array<int, N> renumber{};

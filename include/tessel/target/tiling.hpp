@@ -455,6 +455,44 @@ constexpr double grid_balance(std::size_t batch, std::size_t m, std::size_t bm, 
   return longest == 0 ? 1.0 : static_cast<double>(total) / static_cast<double>(min_of(cores, busy.size()) * longest);
 }
 
+// With edge blocks allowed (a host), the same number of blocks along M and N, made as even as the
+// alignment lets: 128 rows in two blocks of 72 and 56 rather than 96 and 32, so the cores that share
+// the grid finish together.
+// epilogue_reads: the kernel has blocks besides A, B and C.
+constexpr void balance_blocks(const target& t, std::size_t batch, std::size_t m, std::size_t n, std::size_t kk, bool epilogue_reads,
+                              std::size_t align_m, std::size_t align_n, std::size_t& bm, std::size_t& bn) {
+  auto even = [](std::size_t extent, std::size_t block, std::size_t align) {
+    const std::size_t share = ceil_div(extent, ceil_div(extent, block));
+    const std::size_t aligned = ceil_div(share, align) * align;
+    return aligned < block ? aligned : block;
+  };
+  bm = even(m, bm, align_m);
+  bn = even(n, bn, align_n);
+  // A grid of few blocks keeps cores idle at its end (three equal blocks on two cores: one core waits a
+  // third of the time): while it keeps them busy less than 90% of the time, M and N are cut into more
+  // blocks (each still aligned, none larger than before) where that balances better. But N stays as it
+  // is for a short K (<= 128) under an epilogue that reads operands: a block narrower than C runs its
+  // epilogue row by row, and a row of such a product costs less to compute than one call of the epilogue
+  // (AMD EPYC, two threads: 128 x 10 by 10 x 256 plus a bias took 32-35 us in 2 x 2 blocks, 7-8 us
+  // without the bias).
+  const std::size_t m_blocks = ceil_div(m, bm), n_blocks = ceil_div(n, bn);
+  const std::size_t most_n_blocks = epilogue_reads && kk <= 128 ? n_blocks : n_blocks + t.cores;
+  double best = t.cores > 1 && batch * m_blocks * n_blocks < 8 * t.cores ? grid_balance(batch, m, bm, n, bn, t.cores) : 1.0;
+  if (best < 0.9) {
+    std::size_t best_m = bm, best_n = bn;
+    for (std::size_t cm = m_blocks; cm <= m_blocks + t.cores; ++cm)
+      for (std::size_t cn = n_blocks; cn <= most_n_blocks; ++cn) {
+        const std::size_t bm_ = min_of(bm, ceil_div(ceil_div(m, cm), align_m) * align_m);
+        const std::size_t bn_ = min_of(bn, ceil_div(ceil_div(n, cn), align_n) * align_n);
+        const double b = grid_balance(batch, m, bm_, n, bn_, t.cores);
+        const bool fewer = ceil_div(m, bm_) * ceil_div(n, bn_) < ceil_div(m, best_m) * ceil_div(n, best_n);
+        if (b > best + 0.01 || (b > best - 0.01 && fewer)) best = b, best_m = bm_, best_n = bn_;
+      }
+    bm = best_m;
+    bn = best_n;
+  }
+}
+
 constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   block_plan p = start(t, k);
   if (!p.ok()) return p;
@@ -527,42 +565,7 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
     if (best < 0) break;  // the smallest legal blocks still overflow: finish() reports it
     *dims[best] = walks[best]->below(*dims[best]);
   }
-  if (partial) {
-    // With edge blocks allowed (a host), the same number of blocks along M and N, made as even as the
-    // alignment lets: 128 rows in two blocks of 72 and 56 rather than 96 and 32, so the cores that share
-    // the grid finish together.
-    auto even = [](std::size_t extent, std::size_t block, std::size_t align) {
-      const std::size_t share = ceil_div(extent, ceil_div(extent, block));
-      const std::size_t aligned = ceil_div(share, align) * align;
-      return aligned < block ? aligned : block;
-    };
-    bm = even(m, bm, wm.align);
-    bn = even(n, bn, wn.align);
-    // A grid of few blocks keeps cores idle at its end (three equal blocks on two cores: one core waits a
-    // third of the time): while it keeps them busy less than 90% of the time, M and N are cut into more
-    // blocks (each still aligned, none larger than before) where that balances better. But N stays as it
-    // is for a short K (<= 128) under an epilogue that reads operands: a block narrower than C runs its
-    // epilogue row by row, and a row of such a product costs less to compute than one call of the epilogue
-    // (AMD EPYC, two threads: 128 x 10 by 10 x 256 plus a bias took 32-35 us in 2 x 2 blocks, 7-8 us
-    // without the bias).
-    const std::size_t m_blocks = ceil_div(m, bm), n_blocks = ceil_div(n, bn);
-    const bool epilogue_reads = p.count > 3;  // blocks besides A, B and C
-    const std::size_t most_n_blocks = epilogue_reads && kk <= 128 ? n_blocks : n_blocks + t.cores;
-    double best = t.cores > 1 && batch * m_blocks * n_blocks < 8 * t.cores ? grid_balance(batch, m, bm, n, bn, t.cores) : 1.0;
-    if (best < 0.9) {
-      std::size_t best_m = bm, best_n = bn;
-      for (std::size_t cm = m_blocks; cm <= m_blocks + t.cores; ++cm)
-        for (std::size_t cn = n_blocks; cn <= most_n_blocks; ++cn) {
-          const std::size_t bm_ = min_of(bm, ceil_div(ceil_div(m, cm), wm.align) * wm.align);
-          const std::size_t bn_ = min_of(bn, ceil_div(ceil_div(n, cn), wn.align) * wn.align);
-          const double b = grid_balance(batch, m, bm_, n, bn_, t.cores);
-          const bool fewer = ceil_div(m, bm_) * ceil_div(n, bn_) < ceil_div(m, best_m) * ceil_div(n, best_n);
-          if (b > best + 0.01 || (b > best - 0.01 && fewer)) best = b, best_m = bm_, best_n = bn_;
-        }
-      bm = best_m;
-      bn = best_n;
-    }
-  }
+  if (partial) balance_blocks(t, batch, m, n, kk, p.count > 3, wm.align, wn.align, bm, bn);
   for (std::size_t i = 0; i < p.count; ++i) {
     block_spec& s = p.blocks[i];
     if (s.map == index_map::whole) continue;
