@@ -518,7 +518,7 @@ constexpr sharded<M, InSpecs, OutSpecs, F> jit(sharded<M, InSpecs, OutSpecs, F> 
 }
 
 // jit with shardings (JAX's jit(f, in_shardings=..., out_shardings=...)): f is written over global arrays
-// and the compiler decides where the collectives go (transform/partition.hpp has the rules). The arguments
+// and the compiler decides where the collectives go (transform/partitioner.hpp has the rules). The arguments
 // are laid out as in_shardings say and the results as out_shardings say; each device runs f's program on
 // its blocks, and the call returns the global results, as shard_map does (it is one, with f partitioned).
 //
