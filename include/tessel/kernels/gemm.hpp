@@ -25,6 +25,7 @@
 //   hwy_gemm_rows(a, b, 0, 2, 3, k, c, 3, scratch.data());  // C = A[0:2, :] * B, B has 3 columns
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tessel/core/bfloat16.hpp"
 
@@ -39,6 +40,12 @@ struct matrix_view {
   float at(std::size_t r, std::size_t c) const {
     const std::size_t i = r * row_stride + c * col_stride;
     return bf16 ? static_cast<float>(static_cast<const bfloat16*>(data)[i]) : static_cast<const float*>(data)[i];
+  }
+  const float* f32() const { return static_cast<const float*>(data); }
+  const std::uint16_t* bf16_bits() const { return static_cast<const std::uint16_t*>(data); }
+  // The 16 bits of element (r, c) of a bf16 view, as the low half of a 32-bit word.
+  std::uint32_t bf16_word(std::size_t r, std::size_t c) const {
+    return static_cast<const bfloat16*>(data)[r * row_stride + c * col_stride].bits();
   }
 };
 
@@ -70,6 +77,8 @@ enum class bf16_products {
 // Sets how bf16 x bf16 is multiplied, process-wide; returns the previous setting. The environment
 // variable TESSEL_BF16_PRODUCTS (measured, widened or dpbf16) sets it before the first call.
 bf16_products hwy_gemm_set_bf16_products(bf16_products how);
+// The setting now.
+bf16_products hwy_gemm_bf16_products();
 
 // Whether hwy_gemm_rows multiplies bf16 x bf16 with vdpbf16ps now (AVX-512 target, AVX512_BF16 CPU, and
 // chosen or measured faster). The first call under `measured` runs the timing.
@@ -137,5 +146,23 @@ void hwy_gemm_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const g
 void hwy_gemm_rows_packed(const matrix_view& a, const float* packed, const packed_b_layout& layout, std::size_t m0,
                           std::size_t m1, std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
                           const gemm_blocking& blocks);
+
+// One GEMM kernel and all it offers, as the executor multiplies a contraction's blocks with it: the one
+// selection (engine_of) that select_gemm and select_blocked_gemm also read. packed_b is B's packed form
+// for a whole product under `blocks`, or panels == 0 where the kernel has none, or where it reads B where
+// it lies for calls of blocks.mc rows and blocks.nc columns (packing would be work they do not use):
+// pack_b and multiply_packed are for a layout with panels only.
+struct gemm_engine {
+  gemm_rows_fn rows;
+  gemm_blocked_fn multiply;
+  packed_b_layout (*packed_b)(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
+                              const gemm_blocking& blocks);
+  void (*pack_b)(const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks,
+                 const packed_b_layout& layout, std::size_t first, std::size_t last, float* out);
+  void (*multiply_packed)(const matrix_view& a, const float* packed, const packed_b_layout& layout, std::size_t m0,
+                          std::size_t m1, std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
+                          const gemm_blocking& blocks);
+};
+const gemm_engine& engine_of(gemm_kernel which = default_gemm_kernel);
 
 }  // namespace tessel::kernels

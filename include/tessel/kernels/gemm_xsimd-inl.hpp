@@ -1,7 +1,7 @@
 // Part of tessel/kernels/implementation.hpp: the BLIS-style GEMM written with xsimd, compiled for the
-// instruction set of the translation unit that includes it (the tessel library's). B is packed in
-// KC x NR column panels, A in MC x KC row panels of MR rows, and a register-blocked micro-kernel (MR rows
-// x two SIMD vectors) accumulates with FMA. A and B are read through arbitrary row/column strides (so
+// instruction set of the translation unit that includes it (the tessel library's): the loop nest of
+// kernels/gemm_nest.hpp with this file's atom. B is packed in KC x NR column panels, A in MC x KC row
+// panels of MR rows, and a register-blocked micro-kernel (MR rows x two SIMD vectors) accumulates with FMA. A and B are read through arbitrary row/column strides (so
 // A^T and B^T need no copy) and as f32 or bf16 (widened while packing). C is a dense f32 row-major
 // panel. Include tessel/kernels/gemm.hpp to call it.
 #pragma once
@@ -14,6 +14,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tessel/kernels/gemm.hpp"
+#include "tessel/kernels/gemm_nest.hpp"
 
 // Full unrolling of the register-block loops, on both compilers.
 #if defined(__clang__)
@@ -116,36 +117,40 @@ TESSEL_UNROLL_ALL
     for (std::size_t j = 0; j < cols; ++j) c[r * ldc + j] = first ? edge[r * 2 * w + j] : c[r * ldc + j] + edge[r * 2 * w + j];
 }
 
+// The register atom of the loop nest (kernels/gemm_nest.hpp): A and B always packed, an MR x NR block of
+// FMA.
+struct xsimd_atom {
+  using word = float;
+  static constexpr std::size_t mr = xsimd_blocking::mr, nr = xsimd_blocking::nr;
+  float* packed_b;
+  float* packed_a;
+  float* edge;
+
+  explicit xsimd_atom(float* scratch)
+      : packed_b(scratch), packed_a(scratch + xsimd_blocking::kc * xsimd_blocking::nc), edge(packed_a + xsimd_blocking::mc * xsimd_blocking::kc) {}
+
+  b_panels<float> place_b(const matrix_view& b, std::size_t, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
+                          const float*, std::size_t, std::size_t) const {
+    pack_b(b, p0, kc, j0, nc, packed_b);
+    return {packed_b, kc * nr, nr, false};
+  }
+  a_rows<float> place_a(const matrix_view& a, std::size_t i0, std::size_t mc, std::size_t p0, std::size_t kc, std::size_t) const {
+    pack_a(a, i0, mc, p0, kc, packed_a);
+    return {packed_a, nullptr, 0, false};
+  }
+  void tile(const matrix_view&, const a_rows<float>& ar, const b_panels<float>& bp, std::size_t i, std::size_t mc, std::size_t kc,
+            std::size_t j, std::size_t cols, float* c, std::size_t ldc, bool first) const {
+    micro_kernel(kc, ar.packed + i * kc, bp.first + j / nr * bp.stride, c, ldc, std::min(mr, mc - i), cols, first, edge);
+  }
+};
+
 // C[m0:m1, 0:n] (row-major, leading dimension ldc, rows counted from m0) = A[m0:m1, :] * B.
 // blocks: KC, MC, NC at most xsimd_blocking's (whose scratch regions it uses); kc == 0 means those.
 inline void xsimd_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                             std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
-  constexpr std::size_t mr = xsimd_blocking::mr, nr = xsimd_blocking::nr;
-  const bool own = blocks.kc == 0;
-  const std::size_t kc_max = own ? xsimd_blocking::kc : blocks.kc, mc_max = own ? xsimd_blocking::mc : blocks.mc,
-                    nc_max = own ? xsimd_blocking::nc : blocks.nc;
-  float* packed_b = scratch;
-  float* packed_a = scratch + xsimd_blocking::kc * xsimd_blocking::nc;
-  float* edge = packed_a + xsimd_blocking::mc * xsimd_blocking::kc;
-  if (k == 0) {
-    for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
-    return;
-  }
-  for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
-    const std::size_t nc = std::min(nc_max, n - j0);
-    for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
-      const std::size_t kc = std::min(kc_max, k - p0);
-      pack_b(b, p0, kc, j0, nc, packed_b);
-      for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
-        const std::size_t mc = std::min(mc_max, m1 - i0);
-        pack_a(a, i0, mc, p0, kc, packed_a);
-        for (std::size_t j = 0; j < nc; j += nr)
-          for (std::size_t i = 0; i < mc; i += mr)
-            micro_kernel(kc, packed_a + i * kc, packed_b + j * kc, c + (i0 - m0 + i) * ldc + j0 + j, ldc,
-                                 std::min(mr, mc - i), std::min(nr, nc - j), p0 == 0, edge);
-      }
-    }
-  }
+  const gemm_blocking own{.mr = xsimd_blocking::mr, .nr = xsimd_blocking::nr, .kc = xsimd_blocking::kc, .mc = xsimd_blocking::mc,
+                          .nc = xsimd_blocking::nc};
+  gemm_nest(xsimd_atom(scratch), a, b, m0, m1, n, k, c, ldc, blocks.kc == 0 ? own : blocks);
 }
 
 }  // namespace tessel::kernels::detail

@@ -3,9 +3,9 @@
 // namespace tessel::kernels::hwy_detail::N_<TARGET>. On its own it compiles the static (compile-time)
 // target only, without dispatch.
 //
-// The same BLIS-style blocking as gemm_xsimd-inl.hpp (B packed in KC x NR panels, A in MC x KC panels of MR
-// rows, an MR x NR register block accumulated with FMA), with the micro-kernel written in Highway
-// ops so that one binary holds an SSSE3, SSE4, AVX2, AVX-512 and scalar kernel and runs the best one.
+// The loop nest of kernels/gemm_nest.hpp, as gemm_xsimd-inl.hpp runs it (B packed in KC x NR panels, A in
+// MC x KC panels of MR rows, an MR x NR register block accumulated with FMA), with this file's atoms written
+// in Highway ops so that one binary holds an SSSE3, SSE4, AVX2, AVX-512 and scalar kernel and runs the best one.
 // Where both operands are bf16 and the CPU has AVX512_BF16, operands may be packed as bf16 pairs along K
 // for a micro-kernel with vdpbf16ps (two products per f32 lane per instruction) instead of widened to
 // f32 while packing: whichever of the two is faster on the running CPU (hwy_gemm_set_bf16_products).
@@ -15,13 +15,10 @@
 #define TESSEL_KERNELS_HWY_GEMM_INL_COMMON
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -32,12 +29,12 @@
 #endif
 #include <hwy/highway.h>
 
+#include "tessel/kernels/gemm_nest.hpp"
 #include "tessel/kernels/gemm_xsimd-inl.hpp"
 #include "tessel/kernels/machine.hpp"
 #include "tessel/core/bfloat16.hpp"
 
 #if HWY_ARCH_X86
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -61,51 +58,6 @@ namespace tessel::kernels::hwy_detail {
 #else
 #define TESSEL_HWY_GEMM_OPAQUE(value) ((void)(value))
 #endif
-
-// Highway 1.0.3's AVX3 and AVX3_DL targets do not include AVX512_BF16 (Ice Lake has DL but no BF16,
-// Cooper Lake the reverse), so the bf16 kernel carries its own target attribute and is chosen by
-// this CPUID check (leaf 7, sub-leaf 1, EAX bit 5); the AVX-512 state is enabled by the OS whenever
-// Highway picked an AVX3 target.
-inline bool cpu_has_avx512_bf16() {
-#if HWY_ARCH_X86
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
-
-// How bf16 x bf16 products are multiplied (hwy_gemm_set_bf16_products); the default comes from
-// TESSEL_BF16_PRODUCTS (measured, widened or dpbf16), else measured. vdpbf16ps runs at half the f32 FMA's
-// flop rate on a Xeon with AMX (widening wins by 1.2-1.6x there) and at twice it on an AMD EPYC Zen 4
-// (vdpbf16ps wins by 1.8-2x): no fixed choice suits both.
-inline bf16_products bf16_products_from_environment() {
-  const char* v = std::getenv("TESSEL_BF16_PRODUCTS");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "measured") == 0) return bf16_products::measured;
-  if (std::strcmp(v, "widened") == 0) return bf16_products::widened;
-  if (std::strcmp(v, "dpbf16") == 0) return bf16_products::dpbf16;
-  std::fprintf(stderr,
-               "tessel: TESSEL_BF16_PRODUCTS=%s is not one of measured, widened, dpbf16; bf16 GEMMs use the measured "
-               "choice\n",
-               v);
-  return bf16_products::measured;
-}
-
-inline std::atomic<bf16_products>& bf16_products_setting() {
-  static std::atomic<bf16_products> setting{bf16_products_from_environment()};
-  return setting;
-}
-
-inline const std::uint16_t* bf16_bits(const matrix_view& v) { return static_cast<const std::uint16_t*>(v.data); }
-inline const float* f32_data(const matrix_view& v) { return static_cast<const float*>(v.data); }
-
-// The 16 bits of element (r, c) of a bf16 view, as the low half of a 32-bit word.
-inline std::uint32_t bf16_at(const matrix_view& v, std::size_t r, std::size_t c) {
-  return static_cast<const bfloat16*>(v.data)[r * v.row_stride + c * v.col_stride].bits();
-}
 
 }  // namespace tessel::kernels::hwy_detail
 
@@ -192,8 +144,8 @@ template <class D4>
 HWY_INLINE hn::Vec<D4> load4_f32(D4 d4, const matrix_view& m, std::size_t at) {
   const hn::RebindToUnsigned<D4> du4;
   const hn::Rebind<std::uint16_t, decltype(du4)> du16;
-  if (m.bf16) return hn::BitCast(d4, hn::ShiftLeft<16>(hn::PromoteTo(du4, hn::LoadU(du16, bf16_bits(m) + at))));
-  return hn::LoadU(d4, f32_data(m) + at);
+  if (m.bf16) return hn::BitCast(d4, hn::ShiftLeft<16>(hn::PromoteTo(du4, hn::LoadU(du16, m.bf16_bits() + at))));
+  return hn::LoadU(d4, m.f32() + at);
 }
 
 // Four runs of four floats (v_q = run q, elements 0..3) stored transposed: element e of every run, in run
@@ -228,13 +180,13 @@ inline void pack_b_f32(const matrix_view& b, std::size_t k0, std::size_t kc, std
     if (b.bf16) {
       for (std::size_t j = 0; j < whole; j += nr)
         for (std::size_t v = 0; v < nr; v += lanes) {
-          const auto bits = hn::PromoteTo(du, hn::LoadU(du16, bf16_bits(b) + at + j + v));
+          const auto bits = hn::PromoteTo(du, hn::LoadU(du16, b.bf16_bits() + at + j + v));
           hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(bits)), df, row + j / nr * panel_floats + v);
         }
     } else {
       for (std::size_t j = 0; j < whole; j += nr)
         for (std::size_t v = 0; v < nr; v += lanes)
-          hn::Store(hn::LoadU(df, f32_data(b) + at + j + v), df, row + j / nr * panel_floats + v);
+          hn::Store(hn::LoadU(df, b.f32() + at + j + v), df, row + j / nr * panel_floats + v);
     }
   }
   for (std::size_t j = whole; j < nc; j += nr) {
@@ -260,7 +212,7 @@ inline void pack_b_f32(const matrix_view& b, std::size_t k0, std::size_t kc, std
         if (b.bf16)
           for (std::size_t k = 0; k < kc; ++k) panel[k * nr + col] = static_cast<const bfloat16*>(b.data)[at + k];
         else
-          for (std::size_t k = 0; k < kc; ++k) panel[k * nr + col] = f32_data(b)[at + k];
+          for (std::size_t k = 0; k < kc; ++k) panel[k * nr + col] = b.f32()[at + k];
       }
     } else {
       for (std::size_t k = 0; k < kc; ++k)
@@ -303,7 +255,7 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
         if (a.bf16)
           for (std::size_t k = 0; k < kc; ++k) panel[k * mr + r] = static_cast<const bfloat16*>(a.data)[at + k];
         else
-          for (std::size_t k = 0; k < kc; ++k) panel[k * mr + r] = f32_data(a)[at + k];
+          for (std::size_t k = 0; k < kc; ++k) panel[k * mr + r] = a.f32()[at + k];
       }
     } else if (a.row_stride == 1) {  // A^T given: a panel's column is contiguous
       for (std::size_t k = 0; k < kc; ++k) {
@@ -313,7 +265,7 @@ inline void pack_a_f32(const matrix_view& a, std::size_t m0, std::size_t mc, std
         for (; r + step <= h; r += step) hn::StoreU(load4_f32(d4, a, at + r), d4, panel + k * mr + r);
 #endif
         for (; r < h; ++r)
-          panel[k * mr + r] = a.bf16 ? static_cast<float>(static_cast<const bfloat16*>(a.data)[at + r]) : f32_data(a)[at + r];
+          panel[k * mr + r] = a.bf16 ? static_cast<float>(static_cast<const bfloat16*>(a.data)[at + r]) : a.f32()[at + r];
       }
     } else {
       for (std::size_t k = 0; k < kc; ++k)
@@ -484,56 +436,56 @@ inline void micro_tile(std::size_t i, std::size_t whole, bool tail_too, std::siz
     micro_kernel_f32<false, mr / 3, BInPlace>(kc, packed_a + i * kc, b, ci, ldc, rows, cols, first, edge, 0, 0, b_k);
 }
 
-// `blocks` (KC, MC, NC at most this target's, checked by the caller) says how the product is blocked;
-// the scratch regions keep this target's sizes, so any such blocks fit. B comes packed whole in
-// `packed` (pack_b_target's layout) or, where that is null, is packed here one K x NC block at a time.
-inline void gemm_rows_f32(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
-                          std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks,
-                          const float* packed = nullptr, std::size_t panel_floats = 0) {
-  constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
-  const std::size_t kc_max = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
-  const std::size_t l1_alias = this_machine().l1d_alias_bytes;
-  float* packed_b = scratch;
-  float* packed_a = scratch + blocking::kc * blocking::nc;
-  float* edge = packed_a + blocking::mc * blocking::kc;
-  for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
-    const std::size_t nc = std::min(nc_max, n - j0);
-    for (std::size_t p0 = 0; p0 < k; p0 += kc_max) {
-      const std::size_t kc = std::min(kc_max, k - p0);
-      // Panel q of this block at b_block + q * stride.
-      const bool b_in_place = packed == nullptr && reads_b_in_place_target(b, m1 - m0, nc);
-      const float* b_block = packed != nullptr ? packed + j0 / nr * panel_floats + p0 * nr : b_in_place ? f32_data(b) + p0 * b.row_stride + j0 : packed_b;
-      const std::size_t stride = packed != nullptr ? panel_floats : b_in_place ? nr : kc * nr;
-      const std::size_t b_k = b_in_place ? b.row_stride : nr;
-      if (packed == nullptr && !b_in_place) pack_b_f32(b, p0, kc, j0, nc, packed_b, stride);
-      // An f32 A read by few panels of B is read in place: each element feeds about as many FMAs as packing it
-      // costs (AMD EPYC Zen 4, one thread, 256 x 256 by 256 x 32 ran at 0.77x dnnl_sgemm with A packed). A last
-      // panel of fewer than MR rows is packed, unless it is 2/3 or 1/3 of MR rows (tail_in_place; 128^3 on one
-      // thread, 10 panels and 8 rows: 38.6 -> 37.9 us). Rows of A not where they lie a multiple of the L1's set
-      // stride apart, all in one set (512 x 1024 by 1024 x 256: in place 94 GFLOP/s, packed 101; K = 1040 in place
-      // 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps, M floats apart, must
-      // stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few sets (512 x 1024 by 1024 x
-      // 128 from A^T: in place 94, packed 100).
-      const std::size_t panels = (nc + nr - 1) / nr;
-      const bool rows_in_place = a.col_stride == 1 && a.row_stride * sizeof(float) % l1_alias != 0;
-      const bool columns_in_place = a.row_stride == 1 && panels == 1;
-      const bool in_place = !a.bf16 && panels <= blocking::a_in_place_panels && (rows_in_place || columns_in_place);
-      for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
-        const std::size_t mc = std::min(mc_max, m1 - i0), whole = in_place ? mc / mr * mr : 0;
-        const bool tail = in_place && tail_in_place(a, mc - whole);
-        if (whole < mc && !tail) pack_a_f32(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kc);
-        const float* a_block = in_place ? f32_data(a) + i0 * a.row_stride + p0 * a.col_stride : nullptr;
-        for (std::size_t j = 0; j < nc; j += nr)
-          for (std::size_t i = 0; i < mc; i += mr) {
-            float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
-            const std::size_t cols = std::min(nr, nc - j);
-            if (b_in_place) micro_tile<true>(i, whole, tail, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
-            else micro_tile<false>(i, whole, tail, mc, kc, a_block, a, packed_a, b_block + j / nr * stride, ci, ldc, cols, p0 == 0, edge, b_k);
-          }
-      }
-    }
+// The f32 register atom of the loop nest (kernels/gemm_nest.hpp). B comes packed whole (the caller's
+// `packed`, pack_b_target's layout), is read in place (reads_b_in_place_target) or is packed here one
+// K x NC block at a time; the scratch regions keep this target's sizes, so any blocks up to them fit.
+//
+// An f32 A read by few panels of B is read in place: each element feeds about as many FMAs as packing it
+// costs (AMD EPYC Zen 4, one thread, 256 x 256 by 256 x 32 ran at 0.77x dnnl_sgemm with A packed). A last
+// panel of fewer than MR rows is packed, unless it is 2/3 or 1/3 of MR rows (tail_in_place; 128^3 on one
+// thread, 10 panels and 8 rows: 38.6 -> 37.9 us). Rows of A not where they lie a multiple of the L1's set
+// stride apart, all in one set (512 x 1024 by 1024 x 256: in place 94 GFLOP/s, packed 101; K = 1040 in place
+// 103). Columns of A (A^T given) only for one panel: for more, the panel's K steps, M floats apart, must
+// stay in L1 from one panel to the next, and at 1-2 KiB apart they share a few sets (512 x 1024 by 1024 x
+// 128 from A^T: in place 94, packed 100).
+struct f32_atom {
+  using word = float;
+  static constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
+  float* packed_b;
+  float* packed_a;
+  float* edge;
+  std::size_t l1_alias;
+
+  explicit f32_atom(float* scratch)
+      : packed_b(scratch), packed_a(scratch + blocking::kc * blocking::nc), edge(packed_a + blocking::mc * blocking::kc),
+        l1_alias(this_machine().l1d_alias_bytes) {}
+
+  detail::b_panels<float> place_b(const matrix_view& b, std::size_t rows, std::size_t p0, std::size_t kc, std::size_t j0,
+                                  std::size_t nc, const float* packed, std::size_t panel_floats, std::size_t) const {
+    if (packed != nullptr) return {packed + j0 / nr * panel_floats + p0 * nr, panel_floats, nr, false};
+    if (reads_b_in_place_target(b, rows, nc)) return {b.f32() + p0 * b.row_stride + j0, nr, b.row_stride, true};
+    pack_b_f32(b, p0, kc, j0, nc, packed_b, kc * nr);
+    return {packed_b, kc * nr, nr, false};
   }
-}
+  detail::a_rows<float> place_a(const matrix_view& a, std::size_t i0, std::size_t mc, std::size_t p0, std::size_t kc,
+                                std::size_t nc) const {
+    const std::size_t panels = (nc + nr - 1) / nr;
+    const bool rows_in_place = a.col_stride == 1 && a.row_stride * sizeof(float) % l1_alias != 0;
+    const bool columns_in_place = a.row_stride == 1 && panels == 1;
+    const bool in_place = !a.bf16 && panels <= blocking::a_in_place_panels && (rows_in_place || columns_in_place);
+    const std::size_t whole = in_place ? mc / mr * mr : 0;
+    const bool tail = in_place && tail_in_place(a, mc - whole);
+    if (whole < mc && !tail) pack_a_f32(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kc);
+    return {packed_a, in_place ? a.f32() + i0 * a.row_stride + p0 * a.col_stride : nullptr, whole, tail};
+  }
+  void tile(const matrix_view& a, const detail::a_rows<float>& ar, const detail::b_panels<float>& bp, std::size_t i,
+            std::size_t mc, std::size_t kc, std::size_t j, std::size_t cols, float* c, std::size_t ldc, bool first) const {
+    const auto* a_block = static_cast<const float*>(ar.in_place);
+    const float* b = bp.first + j / nr * bp.stride;
+    if (bp.in_place) micro_tile<true>(i, ar.whole, ar.tail, mc, kc, a_block, a, ar.packed, b, c, ldc, cols, first, edge, bp.k_step);
+    else micro_tile<false>(i, ar.whole, ar.tail, mc, kc, a_block, a, ar.packed, b, c, ldc, cols, first, edge, bp.k_step);
+  }
+};
 
 // Rows of pairs that K blocks of kb elements take before element p0 of K (a block start, or K itself for
 // all of them): each block's pairs are its own, an odd block ending with a half-empty pair.
@@ -552,7 +504,7 @@ inline void pack_b_pairs(const matrix_view& b, std::size_t k0, std::size_t kc, s
   const std::size_t kp = (kc + 1) / 2;
   const hn::ScalableTag<std::uint32_t> du;
   const hn::Rebind<std::uint16_t, decltype(du)> du16;
-  const std::uint16_t* bits = bf16_bits(b);
+  const std::uint16_t* bits = b.bf16_bits();
   // Whole panels pair-row by pair-row, reading along B's rows (see pack_b_f32).
   const std::size_t whole = b.col_stride == 1 ? nc / nr * nr : 0;
   for (std::size_t p = 0; p < kp && whole > 0; ++p) {
@@ -572,8 +524,8 @@ inline void pack_b_pairs(const matrix_view& b, std::size_t k0, std::size_t kc, s
       for (std::size_t p = 0; p < kp; ++p) {
         std::uint32_t pair = 0;
         if (col < w) {
-          pair = bf16_at(b, k0 + 2 * p, n0 + j + col);
-          if (2 * p + 1 < kc) pair |= bf16_at(b, k0 + 2 * p + 1, n0 + j + col) << 16;
+          pair = b.bf16_word(k0 + 2 * p, n0 + j + col);
+          if (2 * p + 1 < kc) pair |= b.bf16_word(k0 + 2 * p + 1, n0 + j + col) << 16;
         }
         panel[p * nr + col] = pair;
       }
@@ -589,15 +541,15 @@ inline void pack_a_pairs(const matrix_view& a, std::size_t m0, std::size_t mc, s
     std::uint32_t* HWY_RESTRICT panel = out + i * kp;
     if (a.col_stride == 1) {  // a pair is two adjacent bf16 of a row: one 32-bit copy
       for (std::size_t r = 0; r < h; ++r) {
-        const std::uint16_t* row = bf16_bits(a) + (m0 + i + r) * a.row_stride + k0;
+        const std::uint16_t* row = a.bf16_bits() + (m0 + i + r) * a.row_stride + k0;
         for (std::size_t p = 0; p < kc / 2; ++p) std::memcpy(panel + p * mr + r, row + 2 * p, 4);
         if (kc % 2) panel[(kp - 1) * mr + r] = row[kc - 1];
       }
     } else {
       for (std::size_t p = 0; p < kp; ++p)
         for (std::size_t r = 0; r < h; ++r) {
-          std::uint32_t pair = bf16_at(a, m0 + i + r, k0 + 2 * p);
-          if (2 * p + 1 < kc) pair |= bf16_at(a, m0 + i + r, k0 + 2 * p + 1) << 16;
+          std::uint32_t pair = a.bf16_word(m0 + i + r, k0 + 2 * p);
+          if (2 * p + 1 < kc) pair |= a.bf16_word(m0 + i + r, k0 + 2 * p + 1) << 16;
           panel[p * mr + r] = pair;
         }
     }
@@ -652,56 +604,58 @@ __attribute__((target(HWY_TARGET_STR ",avx512bf16"))) inline void micro_kernel_d
   store_edge(edge, c, ldc, rows, cols, first);
 }
 
-// K blocks of blocks.kc elements, ceil(kc / 2) pairs: a pair takes the room of one float in the f32
-// path's regions, so the scratch holds them. B packed whole (pack_b_target) or, with `packed` null,
-// here one block at a time, as in gemm_rows_f32.
-inline void gemm_rows_dpbf16(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
-                             std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
-                             const gemm_blocking& blocks, const std::uint32_t* packed = nullptr,
-                             std::size_t panel_words = 0) {
-  constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
-  const std::size_t k_block = blocks.kc, mc_max = blocks.mc, nc_max = blocks.nc;
-  auto* packed_b = reinterpret_cast<std::uint32_t*>(scratch);
-  auto* packed_a = reinterpret_cast<std::uint32_t*>(scratch + blocking::kc * blocking::nc);
-  float* edge = scratch + blocking::kc * blocking::nc + blocking::mc * blocking::kc;
-  const std::size_t l1_alias = this_machine().l1d_alias_bytes;
-  for (std::size_t j0 = 0; j0 < n; j0 += nc_max) {
-    const std::size_t nc = std::min(nc_max, n - j0);
-    for (std::size_t p0 = 0; p0 < k; p0 += k_block) {
-      const std::size_t kc = std::min(k_block, k - p0), kp = (kc + 1) / 2;
-      const std::uint32_t* b_block =
-          packed != nullptr ? packed + j0 / nr * panel_words + pair_rows_before(p0, k_block) * nr : packed_b;
-      const std::size_t stride = packed != nullptr ? panel_words : kp * nr;
-      if (packed == nullptr) pack_b_pairs(b, p0, kc, j0, nc, packed_b, stride);
-      // A row-major A is read in place, as in gemm_rows_f32 (a pair is two adjacent bf16 of a row), where
-      // its K block is even (an odd one's last pair would read past the row) and its rows do not all fall
-      // in one L1 set. Packing it pair by pair cost a tenth of 256 x 256 x 256 on two threads.
-      const std::size_t panels = (nc + nr - 1) / nr;
-      const bool in_place = a.col_stride == 1 && kc % 2 == 0 && panels <= blocking::a_in_place_panels &&
-                            a.row_stride * 2 % l1_alias != 0;
-      for (std::size_t i0 = m0; i0 < m1; i0 += mc_max) {
-        const std::size_t mc = std::min(mc_max, m1 - i0), whole = in_place ? mc / mr * mr : 0;
-        if (whole < mc) pack_a_pairs(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kp);
-        const std::uint16_t* a_block = whole > 0 ? bf16_bits(a) + i0 * a.row_stride + p0 : nullptr;
-        for (std::size_t j = 0; j < nc; j += nr)
-          for (std::size_t i = 0; i < mc; i += mr) {
-            const std::uint32_t* panel = packed_a + i * kp;
-            float* ci = c + (i0 - m0 + i) * ldc + j0 + j;
-            const std::size_t rows = std::min(mr, mc - i), cols = std::min(nr, nc - j);
-            if (i < whole)
-              micro_kernel_dpbf16<mr, true>(kp, a_block + i * a.row_stride, b_block + j / nr * stride, ci, ldc, mr, cols,
-                                            p0 == 0, edge, a.row_stride);
-            else if (rows > mr / 3 * 2)
-              micro_kernel_dpbf16(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
-            else if (rows > mr / 3)
-              micro_kernel_dpbf16<mr / 3 * 2>(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
-            else
-              micro_kernel_dpbf16<mr / 3>(kp, panel, b_block + j / nr * stride, ci, ldc, rows, cols, p0 == 0, edge);
-          }
-      }
-    }
+// The vdpbf16ps register atom of the loop nest: K blocks of blocks.kc elements, ceil(kc / 2) pairs (a pair
+// takes the room of one float in the f32 atom's regions, so the scratch holds them). B packed whole
+// (pack_b_target) or here one block at a time, as in f32_atom. A row-major A is read in place, as there (a
+// pair is two adjacent bf16 of a row), where its K block is even (an odd one's last pair would read past
+// the row) and its rows do not all fall in one L1 set. Packing it pair by pair cost a tenth of 256 x 256 x
+// 256 on two threads.
+struct dpbf16_atom {
+  using word = std::uint32_t;
+  static constexpr std::size_t mr = blocking::mr, nr = blocking::nr;
+  std::uint32_t* packed_b;
+  std::uint32_t* packed_a;
+  float* edge;
+  std::size_t l1_alias;
+
+  explicit dpbf16_atom(float* scratch)
+      : packed_b(reinterpret_cast<std::uint32_t*>(scratch)),
+        packed_a(reinterpret_cast<std::uint32_t*>(scratch + blocking::kc * blocking::nc)),
+        edge(scratch + blocking::kc * blocking::nc + blocking::mc * blocking::kc), l1_alias(this_machine().l1d_alias_bytes) {}
+
+  detail::b_panels<std::uint32_t> place_b(const matrix_view& b, std::size_t, std::size_t p0, std::size_t kc, std::size_t j0,
+                                          std::size_t nc, const std::uint32_t* packed, std::size_t panel_words,
+                                          std::size_t k_block) const {
+    if (packed != nullptr) return {packed + j0 / nr * panel_words + pair_rows_before(p0, k_block) * nr, panel_words, nr, false};
+    const std::size_t kp = (kc + 1) / 2;
+    pack_b_pairs(b, p0, kc, j0, nc, packed_b, kp * nr);
+    return {packed_b, kp * nr, nr, false};
   }
-}
+  detail::a_rows<std::uint32_t> place_a(const matrix_view& a, std::size_t i0, std::size_t mc, std::size_t p0, std::size_t kc,
+                                        std::size_t nc) const {
+    const std::size_t kp = (kc + 1) / 2, panels = (nc + nr - 1) / nr;
+    const bool in_place = a.col_stride == 1 && kc % 2 == 0 && panels <= blocking::a_in_place_panels && a.row_stride * 2 % l1_alias != 0;
+    const std::size_t whole = in_place ? mc / mr * mr : 0;
+    if (whole < mc) pack_a_pairs(a, i0 + whole, mc - whole, p0, kc, packed_a + whole * kp);
+    return {packed_a, whole > 0 ? a.bf16_bits() + i0 * a.row_stride + p0 : nullptr, whole, false};
+  }
+  void tile(const matrix_view& a, const detail::a_rows<std::uint32_t>& ar, const detail::b_panels<std::uint32_t>& bp,
+            std::size_t i, std::size_t mc, std::size_t kc, std::size_t j, std::size_t cols, float* c, std::size_t ldc,
+            bool first) const {
+    const std::size_t kp = (kc + 1) / 2, rows = std::min(mr, mc - i);
+    const std::uint32_t* b = bp.first + j / nr * bp.stride;
+    const std::uint32_t* panel = ar.packed + i * kp;
+    if (i < ar.whole)
+      micro_kernel_dpbf16<mr, true>(kp, static_cast<const std::uint16_t*>(ar.in_place) + i * a.row_stride, b, c, ldc, mr, cols,
+                                    first, edge, a.row_stride);
+    else if (rows > mr / 3 * 2)
+      micro_kernel_dpbf16(kp, panel, b, c, ldc, rows, cols, first, edge);
+    else if (rows > mr / 3)
+      micro_kernel_dpbf16<mr / 3 * 2>(kp, panel, b, c, ldc, rows, cols, first, edge);
+    else
+      micro_kernel_dpbf16<mr / 3>(kp, panel, b, c, ldc, rows, cols, first, edge);
+  }
+};
 #endif  // TESSEL_HWY_GEMM_DPBF16
 
 inline gemm_blocking blocking_target() {
@@ -731,8 +685,8 @@ inline bool dpbf16_outruns_widening() {
   auto seconds = [&](bool dpbf16) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int rep = 0; rep < 2; ++rep) {
-      if (dpbf16) gemm_rows_dpbf16(av, bv, 0, m, n, k, c.get(), n, scratch.get(), pairs);
-      else gemm_rows_f32(av, bv, 0, m, n, k, c.get(), n, scratch.get(), own);
+      if (dpbf16) detail::gemm_nest(dpbf16_atom(scratch.get()), av, bv, 0, m, n, k, c.get(), n, pairs);
+      else detail::gemm_nest(f32_atom(scratch.get()), av, bv, 0, m, n, k, c.get(), n, own);
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
@@ -748,8 +702,8 @@ inline bool dpbf16_outruns_widening() {
 // Whether a bf16 x bf16 product takes the vdpbf16ps path on this target and CPU.
 inline bool uses_dpbf16() {
 #if TESSEL_HWY_GEMM_DPBF16
-  if (!cpu_has_avx512_bf16()) return false;
-  switch (bf16_products_setting().load(std::memory_order_relaxed)) {
+  if (!this_machine().avx512_bf16) return false;
+  switch (hwy_gemm_bf16_products()) {
     case bf16_products::widened: return false;
     case bf16_products::dpbf16: return true;
     case bf16_products::measured: break;
@@ -805,30 +759,22 @@ inline void pack_b_target(const matrix_view& b, std::size_t n, std::size_t k, co
 inline void gemm_rows_packed_target(const matrix_view& a, const float* packed, const packed_b_layout& layout,
                                     std::size_t m0, std::size_t m1, std::size_t n, std::size_t k, float* c,
                                     std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
-  if (k == 0) {
-    for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
-    return;
-  }
   // NC only groups panels (each element's sum depends on KC alone): whole panels, so that every NC block
   // starts at a panel.
   gemm_blocking use = blocks;
   use.nc = std::max(layout.nr, blocks.nc / layout.nr * layout.nr);
 #if TESSEL_HWY_GEMM_DPBF16
   if (layout.pairs)
-    return gemm_rows_dpbf16(a, matrix_view{}, m0, m1, n, k, c, ldc, scratch, use,
-                            reinterpret_cast<const std::uint32_t*>(packed), layout.panel_floats);
+    return detail::gemm_nest(dpbf16_atom(scratch), a, matrix_view{}, m0, m1, n, k, c, ldc, use,
+                             reinterpret_cast<const std::uint32_t*>(packed), layout.panel_floats);
 #endif
-  gemm_rows_f32(a, matrix_view{}, m0, m1, n, k, c, ldc, scratch, use, packed, layout.panel_floats);
+  detail::gemm_nest(f32_atom(scratch), a, matrix_view{}, m0, m1, n, k, c, ldc, use, packed, layout.panel_floats);
 }
 
 // blocks.kc == 0: this target's own blocking.
 inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1,
                              std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
                              const gemm_blocking& blocks) {
-  if (k == 0) {
-    for (std::size_t r = m0; r < m1; ++r) std::fill_n(c + (r - m0) * ldc, n, 0.0f);
-    return;
-  }
   const gemm_blocking own = blocking_target();
   const gemm_blocking& use = blocks.kc == 0 ? own : blocks;
 #if TESSEL_HWY_GEMM_DPBF16
@@ -836,10 +782,10 @@ inline void gemm_rows_target(const matrix_view& a, const matrix_view& b, std::si
     // The pairs path's own K block is two of the f32 path's (a pair per float of scratch).
     gemm_blocking pairs = use;
     if (blocks.kc == 0) pairs.kc = 2 * blocking::kc;
-    return gemm_rows_dpbf16(a, b, m0, m1, n, k, c, ldc, scratch, pairs);
+    return detail::gemm_nest(dpbf16_atom(scratch), a, b, m0, m1, n, k, c, ldc, pairs);
   }
 #endif
-  gemm_rows_f32(a, b, m0, m1, n, k, c, ldc, scratch, use);
+  detail::gemm_nest(f32_atom(scratch), a, b, m0, m1, n, k, c, ldc, use);
 }
 #endif  // HWY_HAVE_SCALABLE
 

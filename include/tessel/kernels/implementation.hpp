@@ -22,7 +22,9 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <cstddef>
@@ -34,6 +36,9 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #if defined(__linux__)
 #include <sched.h>
 #include <sys/mman.h>
@@ -144,21 +149,27 @@ void gemm_reference_blocked(const matrix_view& a, const matrix_view& b, std::siz
   gemm_reference(a, b, m0, m1, n, k, c, ldc, scratch);
 }
 
-// Each GEMM kernel's two entry points, in gemm_kernel's order (a value out of range is the Highway one).
-struct gemm_entries {
-  gemm_rows_fn rows;
-  gemm_blocked_fn blocked;
-};
-const gemm_entries& entries_of(gemm_kernel which) {
-  static constexpr gemm_entries table[] = {{&gemm_reference, &gemm_reference_blocked},
-                                           {&gemm_rows, &gemm_rows_blocked},
-                                           {&hwy_gemm_rows, &hwy_gemm_rows_blocked}};
-  const auto i = static_cast<std::size_t>(which);
-  return table[i < std::size(table) ? i : std::size(table) - 1];
+// A kernel without a packed form of B (its multiply packs B block by block).
+packed_b_layout no_packed_b(const matrix_view&, const matrix_view&, std::size_t, std::size_t, const gemm_blocking&) { return {}; }
+
+// The Highway kernel's: none where it reads B in place for calls of blocks.mc rows and blocks.nc columns.
+packed_b_layout hwy_packed_b(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k, const gemm_blocking& blocks) {
+  if (hwy_gemm_reads_b_in_place(b, blocks.mc, blocks.nc)) return {};
+  return hwy_gemm_packed_b_layout(a, b, n, k, blocks);
 }
 }  // namespace
 
-gemm_blocked_fn select_blocked_gemm(gemm_kernel which) { return entries_of(which).blocked; }
+// Each GEMM kernel, in gemm_kernel's order (a value out of range is the Highway one).
+const gemm_engine& engine_of(gemm_kernel which) {
+  static constexpr gemm_engine table[] = {
+      {&gemm_reference, &gemm_reference_blocked, &no_packed_b, nullptr, nullptr},
+      {&gemm_rows, &gemm_rows_blocked, &no_packed_b, nullptr, nullptr},
+      {&hwy_gemm_rows, &hwy_gemm_rows_blocked, &hwy_packed_b, &hwy_gemm_pack_b, &hwy_gemm_rows_packed}};
+  const auto i = static_cast<std::size_t>(which);
+  return table[i < std::size(table) ? i : std::size(table) - 1];
+}
+
+gemm_blocked_fn select_blocked_gemm(gemm_kernel which) { return engine_of(which).multiply; }
 
 packed_b_layout hwy_gemm_packed_b_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
                                          const gemm_blocking& blocks) {
@@ -202,9 +213,34 @@ const char* hwy_gemm_target() { return hwy_detail::dispatch_target_name(); }
 
 bool hwy_gemm_uses_dpbf16() { return hwy_detail::dispatch_uses_dpbf16(); }
 
-bf16_products hwy_gemm_set_bf16_products(bf16_products how) { return hwy_detail::bf16_products_setting().exchange(how); }
+namespace {
+// How bf16 x bf16 products are multiplied; the default comes from TESSEL_BF16_PRODUCTS (measured, widened
+// or dpbf16), else measured. vdpbf16ps runs at half the f32 FMA's flop rate on a Xeon with AMX (widening
+// wins by 1.2-1.6x there) and at twice it on an AMD EPYC Zen 4 (vdpbf16ps wins by 1.8-2x): no fixed choice
+// suits both.
+bf16_products bf16_products_from_environment() {
+  const char* v = std::getenv("TESSEL_BF16_PRODUCTS");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "measured") == 0) return bf16_products::measured;
+  if (std::strcmp(v, "widened") == 0) return bf16_products::widened;
+  if (std::strcmp(v, "dpbf16") == 0) return bf16_products::dpbf16;
+  std::fprintf(stderr,
+               "tessel: TESSEL_BF16_PRODUCTS=%s is not one of measured, widened, dpbf16; bf16 GEMMs use the measured "
+               "choice\n",
+               v);
+  return bf16_products::measured;
+}
 
-gemm_rows_fn select_gemm(gemm_kernel which) { return entries_of(which).rows; }
+std::atomic<bf16_products>& bf16_products_setting() {
+  static std::atomic<bf16_products> setting{bf16_products_from_environment()};
+  return setting;
+}
+}  // namespace
+
+bf16_products hwy_gemm_set_bf16_products(bf16_products how) { return bf16_products_setting().exchange(how); }
+
+bf16_products hwy_gemm_bf16_products() { return bf16_products_setting().load(std::memory_order_relaxed); }
+
+gemm_rows_fn select_gemm(gemm_kernel which) { return engine_of(which).rows; }
 
 gemm_blocking blocking_of(gemm_kernel which) {
   using x = detail::xsimd_blocking;
@@ -239,6 +275,16 @@ std::size_t read_cache_size(const std::string& path) {
   for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<std::size_t>(text[i] - '0');
   const char unit = i < text.size() ? text[i] : ' ';
   return unit == 'K' ? value << 10 : unit == 'M' ? value << 20 : unit == 'G' ? value << 30 : value;
+}
+
+// CPUID leaf 7, sub-leaf 1, EAX bit 5 (machine::avx512_bf16).
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u) != 0;
+#else
+  return false;
+#endif
 }
 
 std::string read_word(const std::string& path) {
@@ -280,6 +326,7 @@ machine read_machine() {
   m.gemm = blocking_of();
   m.simd_target = hwy_gemm_target();
   m.vector_bytes = m.gemm.nr / 2 * 4;  // the GEMM's NR is two vectors of f32
+  m.avx512_bf16 = cpu_has_avx512_bf16();
   return m;
 }
 

@@ -23,6 +23,11 @@ struct machine {
   std::size_t vector_bytes = 16; // the widest f32 vector of the dispatched Highway target
   gemm_blocking gemm{};          // blocking_of(): the GEMM's register tile and its own KC, MC, NC
   const char* simd_target = "";  // hwy_gemm_target()
+  // vdpbf16ps (CPUID leaf 7, sub-leaf 1, EAX bit 5). Highway 1.0.3's AVX3 and AVX3_DL targets do not
+  // include AVX512_BF16 (Ice Lake has DL but no BF16, Cooper Lake the reverse), so the GEMM's bf16 atom
+  // carries its own target attribute and runs only where this holds; the OS enables the AVX-512 state
+  // whenever Highway picked an AVX3 target.
+  bool avx512_bf16 = false;
 };
 
 // Reads the machine (sysfs, or sysconf where sysfs is absent).
