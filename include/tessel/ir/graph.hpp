@@ -140,9 +140,20 @@ struct item_args {
 };
 using item_fn = void (*)(const item_args& args, const item_plan& plan, std::size_t item);
 
-// The GEMM a contraction amounts to, batch x [m, k] . [k, n]: for flop counts and target tiling.
+// Where element (r, c) of a matrix lies: r * row + c * col elements from its first.
+struct matrix_strides {
+  std::size_t row = 0, col = 0;
+};
+
+// The GEMM a contraction amounts to, batch x [m, k] . [k, n] (flop counts, target tiling), and where the
+// operands' elements lie for it when the executor multiplies them in place (dot_general): each batch
+// element's stride, and A [m, k] and B [k, n] within one. An implicit GEMM run by items (a convolution)
+// leaves the strides zero.
 struct gemm_extent {
   std::size_t batch = 1, m = 1, n = 1, k = 1;
+  std::size_t lhs_batch_stride = 0, rhs_batch_stride = 0;
+  matrix_strides lhs{}, rhs{};
+  bool bf16 = false;  // both operands bf16 (else both f32)
 };
 using extent_fn = gemm_extent (*)(const node& n, const node& lhs, const node& rhs);
 

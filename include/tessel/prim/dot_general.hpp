@@ -31,16 +31,9 @@ struct axes {
 
 namespace prim {
 
-// The strided view of a dot_general node: sizes of the merged batch, M, N, K and operand strides.
-struct dot_layout {
-  std::size_t batch = 1, m = 1, n = 1, k = 1;
-  std::size_t lhs_batch_stride = 0, rhs_batch_stride = 0;
-  kernels::matrix_view lhs, rhs;
-};
-
 // attr: [nb, nc, lhs batch..., rhs batch..., lhs contracting..., rhs contracting...]
-constexpr dot_layout layout_of(const ir::node& n, const ir::node& lhs, const ir::node& rhs) {
-  dot_layout d;
+constexpr ir::gemm_extent dot_general_extent(const ir::node& n, const ir::node& lhs, const ir::node& rhs) {
+  ir::gemm_extent d;
   const auto nb = static_cast<std::size_t>(n.attr.ints[0]), nc = static_cast<std::size_t>(n.attr.ints[1]);
   for (std::size_t i = 0; i < nb; ++i) d.batch *= lhs.shape.d[i];
   // lhs is [b, free, contracting] when its first contracting axis is its last axes; else [b, contracting, free].
@@ -55,25 +48,25 @@ constexpr dot_layout layout_of(const ir::node& n, const ir::node& lhs, const ir:
   for (std::size_t i = 0; i < nc; ++i) d.n /= lhs.shape.d[lhs_k_begin + i] == 0 ? 1 : lhs.shape.d[lhs_k_begin + i];
   d.lhs_batch_stride = d.m * d.k;
   d.rhs_batch_stride = d.n * d.k;
-  d.lhs.row_stride = lhs_k_last ? d.k : 1;
-  d.lhs.col_stride = lhs_k_last ? 1 : d.m;
+  d.lhs.row = lhs_k_last ? d.k : 1;
+  d.lhs.col = lhs_k_last ? 1 : d.m;
   const bool rhs_k_first = nc == 0 || static_cast<std::size_t>(n.attr.ints[2 + 2 * nb + nc]) == nb;
-  d.rhs.row_stride = rhs_k_first ? d.n : 1;
-  d.rhs.col_stride = rhs_k_first ? 1 : d.k;
-  d.lhs.bf16 = d.rhs.bf16 = n.operand_dtype == ir::dtype_code::bf16;
+  d.rhs.row = rhs_k_first ? d.n : 1;
+  d.rhs.col = rhs_k_first ? 1 : d.k;
+  d.bf16 = n.operand_dtype == ir::dtype_code::bf16;
   return d;
 }
 
 // The whole contraction on one thread (the executor splits rows between threads itself).
 inline void run_dot_general(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
-  dot_layout d = layout_of(n, *operands[0], *operands[1]);
+  const ir::gemm_extent d = dot_general_extent(n, *operands[0], *operands[1]);
   const std::size_t elem = ir::bytes_of(n.operand_dtype);
   auto* scratch = static_cast<float*>(::operator new(kernels::gemm_scratch_floats() * sizeof(float), std::align_val_t{64}));
   auto* c = static_cast<float*>(::operator new(d.m * d.n * sizeof(float) + 64, std::align_val_t{64}));
   for (std::size_t b = 0; b < d.batch; ++b) {
-    d.lhs.data = static_cast<const unsigned char*>(in[0]) + b * d.lhs_batch_stride * elem;
-    d.rhs.data = static_cast<const unsigned char*>(in[1]) + b * d.rhs_batch_stride * elem;
-    kernels::select_gemm()(d.lhs, d.rhs, 0, d.m, d.n, d.k, c, d.n, scratch);
+    const kernels::matrix_view lhs{static_cast<const unsigned char*>(in[0]) + b * d.lhs_batch_stride * elem, d.lhs.row, d.lhs.col, d.bf16};
+    const kernels::matrix_view rhs{static_cast<const unsigned char*>(in[1]) + b * d.rhs_batch_stride * elem, d.rhs.row, d.rhs.col, d.bf16};
+    kernels::select_gemm()(lhs, rhs, 0, d.m, d.n, d.k, c, d.n, scratch);
     if (n.dtype == ir::dtype_code::bf16) {
       auto* o = static_cast<bfloat16*>(out) + b * d.m * d.n;
       for (std::size_t i = 0; i < d.m * d.n; ++i) o[i] = bfloat16(c[i]);
@@ -206,11 +199,6 @@ constexpr int dot_general_sum_over_steps(ir::graph_builder& g, const ir::node& n
     e.rc[i + 1] = d.rc[i] + 1;
   }
   return build::dot_general(g, stacked[0], stacked[1], e);
-}
-
-constexpr ir::gemm_extent dot_general_extent(const ir::node& n, const ir::node& lhs, const ir::node& rhs) {
-  const dot_layout d = layout_of(n, lhs, rhs);
-  return {d.batch, d.m, d.n, d.k};
 }
 
 inline constexpr ir::primitive dot_general_p{.name = "dot_general",
