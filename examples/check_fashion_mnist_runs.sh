@@ -2,7 +2,7 @@
 # The Fashion-MNIST example refuses to lose or mix a run, and checks its flags and output paths first:
 #   bash check_fashion_mnist_runs.sh EXE WORK CASE
 # CASE: bad_flags, nan_learning_rate, nonfinite_loss, check_finite, bad_trace_path, fresh_run_refuses, wrong_run_resume,
-# two_writers, all_damaged, devices, processes (with the mpirun path as 4th argument) (examples/CMakeLists.txt registers one test per case). Each run is a few steps
+# two_writers, all_damaged, tfrecord, devices, processes (with the mpirun path as 4th argument) (examples/CMakeLists.txt registers one test per case). Each run is a few steps
 # of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 and a message on
 # stderr naming the flag, file or process.
 set -u
@@ -282,6 +282,28 @@ processes)
   launcher=("$4" -np 2 --oversubscribe)
   run tensor_resumed 0 --epochs 1 --steps 12 --devices 4 --tensor-parallel --checkpoint-dir t2 --resume
   same_tensors t1/ckpt-000000000012.safetensors t2/ckpt-000000000012.safetensors || fail "the resumed tensor-parallel run differs"
+  ;;
+tfrecord)
+  # --write-tfrecord writes the IDX data as TFRecord shards; trained from them, the run is the run from the
+  # IDX files (the same curve, to the last digit); a damaged shard stops the run before training, naming
+  # the file and the record; --tfrecord-dir with --data-dir is refused.
+  run write 0 --write-tfrecord shards --shards 3
+  n=$(ls shards | grep -c '\.tfrecord$')
+  [ "$n" = 6 ] || fail "write: $n files, expected 6"
+  run idx 0 --epochs 1 --steps 20 --batch-size 32 --curve idx
+  run tfr 0 --epochs 1 --steps 20 --batch-size 32 --tfrecord-dir shards --curve tfr
+  summary idx
+  summary tfr
+  cmp idx.csv tfr.csv || fail "the run from TFRecord shards differs from the run from the IDX files"
+  f=shards/train-00001-of-00003.tfrecord
+  b=$(od -An -tu1 -j1000 -N1 "$f" | tr -d ' ')
+  printf "\\$(printf '%03o' $((255 - b)))" | dd of="$f" bs=1 seek=1000 conv=notrunc 2>/dev/null
+  run damaged 1 "${small[@]}" --tfrecord-dir shards
+  says damaged "train-00001-of-00003.tfrecord" "record 1 at byte" "CRC does not match"
+  refused damaged
+  run both 2 "${small[@]}" --tfrecord-dir shards --data-dir .
+  says both "--tfrecord-dir and --data-dir name two sources of the data"
+  refused both
   ;;
 *)
   fail "unknown case"

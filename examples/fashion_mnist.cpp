@@ -2,9 +2,10 @@
 // step (forward, loss, gradients, Adam update) is one jitted function, planned at compile time.
 //
 //   fashion_mnist [--model mlp|cnn] [--epochs 10] [--batch-size 128] [--learning-rate 0.001 (cnn: 0.002)]
-//                 [--precision f32|bf16] [--seed 0] [--data-dir DIR] [--steps N]
+//                 [--precision f32|bf16] [--seed 0] [--data-dir DIR | --tfrecord-dir DIR] [--steps N]
 //                 [--checkpoint-dir DIR [--resume | --resume-or-start | --overwrite] [--save-every N] [--keep N]]
 //                 [--trace FILE] [--curve PREFIX]
+//   fashion_mnist --write-tfrecord DIR [--shards 4] [--data-dir DIR]
 //
 // This file: the flags (tessel::io::command_line) and the rules between them, output paths checked before
 // training, the checkpoint directory's settings (tessel::io::run_directory: its lock, the run's identity,
@@ -57,6 +58,14 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       .whole("--seed", o.seed, {0, 4294967295LL}, "N", "the PRNG seed for initialisation and shuffling (default 0)")
       .path("--data-dir", o.data_dir, "DIR",
             "where the *-idx?-ubyte.gz files are (default: $TESSEL_FASHION_MNIST_DIR\nor /usr/share/datasets/fashion-mnist)")
+      .path("--tfrecord-dir", o.tfrecord_dir, "DIR",
+            "read the data from DIR/train-*.tfrecord and DIR/test-*.tfrecord instead\n"
+            "(tf.train.Examples: \"image\" 784 bytes, \"label\" an int64), as --write-tfrecord\n"
+            "writes them; the files of a split are interleaved in name order")
+      .path("--write-tfrecord", o.write_tfrecord, "DIR",
+            "write the IDX data (--data-dir) to DIR as TFRecord shards, --shards files per\n"
+            "split (example i in file i mod N), then exit")
+      .whole("--shards", o.shards, {1, 1000}, "N", "files per split that --write-tfrecord writes (default 4)")
       .whole("--steps", o.steps, {0, max_count, "0 (the whole epoch)"}, "N",
              "stop each epoch after N steps (a quick check; default 0: the whole epoch)")
       .path("--checkpoint-dir", o.checkpoint_dir, "DIR",
@@ -110,6 +119,10 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       errors.push_back("--devices " + std::to_string(o.devices) +
                        " needs the data-parallel steps, which this build leaves out (TESSEL_SANITIZE): give --devices 1");
     for (std::string& p : run_request_of(o).problems()) errors.push_back(std::move(p));
+    if (!o.tfrecord_dir.empty() && !o.data_dir.empty())
+      errors.push_back("--tfrecord-dir and --data-dir name two sources of the data: give one");
+    if (!o.write_tfrecord.empty() && !o.tfrecord_dir.empty())
+      errors.push_back("--write-tfrecord writes the IDX files of --data-dir as TFRecord shards: it does not read --tfrecord-dir");
     if (o.processes > 1 && (o.processes != 2 || o.model != "mlp" || !(o.devices == 2 || (o.devices == 4 && o.tensor_parallel))))
       errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
                        "(one device in each process), or --devices 4 --tensor-parallel (two in each), under mpirun -np 2; given --model " +
@@ -210,8 +223,96 @@ std::optional<int> prepare_directory(options& o, bool writer) {
   return std::nullopt;
 }
 
+// ---- the data: IDX files, or TFRecord shards ---------------------------------------------------------
+
+tessel::data::fashion_mnist load_idx(const options& o) {
+  return tessel::data::load_fashion_mnist(o.data_dir.empty() ? tessel::data::fashion_mnist_dir() : std::filesystem::path(o.data_dir));
+}
+
+// --write-tfrecord: each split as o.shards files, example i in file i mod shards, so that reading the files
+// interleaved (cycle length: their count) gives the examples in their order.
+int write_tfrecord_shards(const options& o) {
+  namespace td = tessel::data;
+  const td::fashion_mnist raw = load_idx(o);
+  const std::filesystem::path dir(o.write_tfrecord);
+  std::filesystem::create_directories(dir);
+  auto write_split = [&](const std::string& split, const td::idx_array& images, const td::idx_array& labels) {
+    const auto px = images.data<std::uint8_t>();
+    const auto l = labels.data<std::uint8_t>();
+    const auto shards = static_cast<std::size_t>(o.shards);
+    std::vector<std::vector<std::string>> files(shards);
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      td::example e;
+      e.features["image"] = std::vector<std::string>{std::string(reinterpret_cast<const char*>(px.data()) + i * pixels, pixels)};
+      e.features["label"] = std::vector<std::int64_t>{l[i]};
+      files[i % shards].push_back(td::serialize_example(e));
+    }
+    char name[64];
+    for (std::size_t s = 0; s < shards; ++s) {
+      std::snprintf(name, sizeof name, "%s-%05zu-of-%05zu.tfrecord", split.c_str(), s, shards);
+      td::write_tfrecords(dir / name, files[s]);
+    }
+    std::printf("%s: %zu examples in %zu files\n", split.c_str(), l.size(), shards);
+  };
+  write_split("train", raw.train_images, raw.train_labels);
+  write_split("test", raw.test_images, raw.test_labels);
+  return 0;
+}
+
+// DIR/<split>-*.tfrecord[.gz], in name order; none is a format_error.
+std::vector<std::filesystem::path> tfrecord_files(const std::filesystem::path& dir, const std::string& split) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(split + "-") && (name.ends_with(".tfrecord") || name.ends_with(".tfrecord.gz"))) files.push_back(entry.path());
+  }
+  if (ec) throw tessel::io::format_error("--tfrecord-dir " + tessel::io::quoted(dir) + ": " + ec.message());
+  if (files.empty())
+    throw tessel::io::format_error("--tfrecord-dir " + tessel::io::quoted(dir) + ": no " + split + "-*.tfrecord files (fashion_mnist --write-tfrecord writes them)");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// One split's images (scaled to [0, 1]) and labels from its TFRecord shards, read interleaved.
+void load_tfrecord_split(const std::filesystem::path& dir, const std::string& split, std::vector<float>& x, std::vector<std::int32_t>& y) {
+  namespace td = tessel::data;
+  const std::vector<std::filesystem::path> files = tfrecord_files(dir, split);
+  const td::tfrecord_dataset records = td::from_tfrecord(files, {.cycle_length = files.size()});
+  x.resize(records.size() * pixels);
+  y.resize(records.size());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto [file, record] = records.where(i);
+    const std::string at = tessel::io::quoted(files[file]) + " record " + std::to_string(record) + ": ";
+    td::example e;
+    try {
+      e = td::parse_example(records.get(0, i));
+    } catch (const td::format_error& error) {
+      throw td::format_error(at + error.what());
+    }
+    const auto& image = e.bytes("image");
+    const auto& label = e.int64s("label");
+    if (image.size() != 1 || image[0].size() != pixels || label.size() != 1 || label[0] < 0 || label[0] >= static_cast<std::int64_t>(classes))
+      throw td::format_error(at + "expected \"image\" one bytes value of 784 bytes and \"label\" one int64 in [0, 10)");
+    for (std::size_t p = 0; p < pixels; ++p) x[i * pixels + p] = static_cast<float>(static_cast<unsigned char>(image[0][p])) / 255.0f;
+    y[i] = static_cast<std::int32_t>(label[0]);
+  }
+}
+
 dataset load(const options& o) {
-  const auto raw = tessel::data::load_fashion_mnist(o.data_dir.empty() ? tessel::data::fashion_mnist_dir() : std::filesystem::path(o.data_dir));
+  if (!o.tfrecord_dir.empty()) {
+    dataset d;
+    load_tfrecord_split(o.tfrecord_dir, "train", d.train_x, d.train_y);
+    load_tfrecord_split(o.tfrecord_dir, "test", d.test_x, d.test_y);
+    // The steps and the evaluation are compiled for Fashion-MNIST's sizes, as load_fashion_mnist checks them.
+    if (d.train_y.size() != tessel::data::fashion_mnist_train_size || d.test_y.size() != tessel::data::fashion_mnist_test_size)
+      throw tessel::io::format_error("--tfrecord-dir " + tessel::io::quoted(o.tfrecord_dir) + ": " + std::to_string(d.train_y.size()) +
+                                     " train and " + std::to_string(d.test_y.size()) + " test examples; expected Fashion-MNIST's " +
+                                     std::to_string(tessel::data::fashion_mnist_train_size) + " and " +
+                                     std::to_string(tessel::data::fashion_mnist_test_size));
+    return d;
+  }
+  const auto raw = load_idx(o);
   dataset d;
   auto scale = [](const tessel::data::idx_array& a) {
     const auto px = a.data<std::uint8_t>();
@@ -479,6 +580,14 @@ int main(int argc, char** argv) {
 #endif
   options o;
   if (const auto stop = parse(argc, argv, o)) return *stop;
+  if (!o.write_tfrecord.empty()) {
+    try {
+      return write_tfrecord_shards(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fashion_mnist: --write-tfrecord: %s\n", e.what());
+      return tessel::io::exit_failed;
+    }
+  }
   if (!writer) {  // the same training; process 0 reports it and writes the files
     o.trace.clear();
     o.curve.clear();

@@ -39,6 +39,9 @@ struct options {
   std::string precision = "f32";
   std::uint32_t seed = 0;
   std::string data_dir;
+  std::string tfrecord_dir;    // read the data from TFRecord shards instead of the IDX files
+  std::string write_tfrecord;  // write the IDX data as TFRecord shards here, then exit
+  int shards = 4;              // files per split that --write-tfrecord writes
   int steps = 0;  // 0: every full batch of the epoch
   std::string checkpoint_dir;
   bool resume = false;
