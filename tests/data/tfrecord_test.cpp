@@ -75,6 +75,13 @@ TEST(TfRecord, WritesWhatTensorFlowWrites) {
   temp_dir dir;
   td::write_tfrecords(dir / "again.tfrecord", records);
   EXPECT_EQ(bytes_of(dir / "again.tfrecord"), bytes_of(fixtures / "examples.tfrecord"));
+  // GZIP: one gzip stream (zlib's bytes, not TensorFlow's), the same records read back.
+  td::write_tfrecords(dir / "again.tfrecord.gz", records, {.gzip = true});
+  const std::string gz = bytes_of(dir / "again.tfrecord.gz");
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1fu);
+  EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8bu);
+  EXPECT_EQ(td::read_tfrecords(dir / "again.tfrecord.gz"), records);
   for (const std::string& r : records) {
     const td::example e = td::parse_example(r);
     EXPECT_EQ(td::parse_example(td::serialize_example(e)).features, e.features);

@@ -3,9 +3,12 @@
 // tessel/tessel.hpp.
 #pragma once
 
+#include <zlib.h>
+
 #include <array>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -94,17 +97,43 @@ std::vector<std::string> read_tfrecords(const std::filesystem::path& file, const
   return records;
 }
 
-void write_tfrecords(const std::filesystem::path& file, std::span<const std::string> records) {
-  io::write_file_atomically(file, [&](io::output_file& out) {
-    for (const std::string& r : records) {
-      std::string framed;
-      detail::store_le(framed, r.size(), 8);
-      detail::store_le(framed, masked_crc32c(crc32c(std::as_bytes(std::span(framed.data(), 8)))), 4);
-      framed += r;
-      detail::store_le(framed, masked_crc32c(crc32c(std::as_bytes(std::span(r.data(), r.size())))), 4);
-      out.write(framed);
-    }
-  });
+namespace detail {
+
+// `raw` as one gzip stream (RFC 1952), compressed with zlib's deflate.
+std::string gzip_bytes(const std::string& raw) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("tessel::data::write_tfrecords: zlib's deflateInit2 failed");
+  std::string out(deflateBound(&z, static_cast<uLong>(raw.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  const std::size_t written = out.size() - z.avail_out;
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw std::runtime_error("tessel::data::write_tfrecords: zlib's deflate failed (" + std::to_string(rc) + ")");
+  out.resize(written);
+  return out;
+}
+
+}  // namespace detail
+
+void write_tfrecords(const std::filesystem::path& file, std::span<const std::string> records, const tfrecord_write_options& options) {
+  std::string framed;
+  for (const std::string& r : records) {
+    const std::size_t at = framed.size();
+    detail::store_le(framed, r.size(), 8);
+    detail::store_le(framed, masked_crc32c(crc32c(std::as_bytes(std::span(framed.data() + at, 8)))), 4);
+    framed += r;
+    detail::store_le(framed, masked_crc32c(crc32c(std::as_bytes(std::span(r.data(), r.size())))), 4);
+  }
+  if (options.gzip) {
+    if (framed.size() > std::numeric_limits<uInt>::max())
+      throw std::invalid_argument("tessel::data::write_tfrecords: " + io::quoted(file) + ": over 4 GiB of records in one gzip file");
+    framed = detail::gzip_bytes(framed);
+  }
+  io::write_file_atomically(file, [&](io::output_file& out) { out.write(framed); });
 }
 
 // ---- tf.train.Example ------------------------------------------------------------------------------

@@ -45,9 +45,13 @@ struct tfrecord_read_options {
 // Every record of one file (GZIP-compressed or raw: zlib tells them apart), in order.
 std::vector<std::string> read_tfrecords(const std::filesystem::path& file, const tfrecord_read_options& options = {});
 
-// Writes records as a TFRecord file (raw), atomically (io::write_file_atomically): for tests and
-// converters.
-void write_tfrecords(const std::filesystem::path& file, std::span<const std::string> records);
+struct tfrecord_write_options {
+  bool gzip = false;  // the whole file one gzip stream, as TFRecordWriter(options="GZIP") writes it
+};
+
+// Writes records as a TFRecord file, atomically (io::write_file_atomically): for tests and converters.
+void write_tfrecords(const std::filesystem::path& file, std::span<const std::string> records,
+                     const tfrecord_write_options& options = {});
 
 // ---- tf.train.Example ------------------------------------------------------------------------------
 
