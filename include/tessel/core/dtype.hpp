@@ -37,13 +37,15 @@ struct dtype_info {
   std::size_t tile_bytes;  // in a kernel's tile, the executor's working form: bf16 is computed as f32 there
   bool is_floating;
   int lattice_level;       // promotion: pred < s32, u32 < bf16 < f32
+  std::string_view mlir;   // the element type in MLIR (StableHLO export): signless i32, unsigned ui32
+  std::string_view comparison;  // StableHLO's compare_type for this dtype
 };
 inline constexpr std::array<dtype_info, 5> dtype_table{{
-    {"f32", 4, 4, true, 3},
-    {"bf16", 2, 4, true, 2},
-    {"s32", 4, 4, false, 1},
-    {"u32", 4, 4, false, 1},
-    {"pred", 1, 1, false, 0},
+    {"f32", 4, 4, true, 3, "f32", "FLOAT"},
+    {"bf16", 2, 4, true, 2, "bf16", "FLOAT"},
+    {"s32", 4, 4, false, 1, "i32", "SIGNED"},
+    {"u32", 4, 4, false, 1, "ui32", "UNSIGNED"},
+    {"pred", 1, 1, false, 0, "i1", "UNSIGNED"},
 }};
 constexpr const dtype_info& info_of(dtype_code c) { return dtype_table[static_cast<std::size_t>(c)]; }
 

@@ -180,6 +180,10 @@ using batch_fn = int (*)(graph_builder& g, const node& n, const std::array<int, 
 // each step's operands (a contraction contracts the step axis as well: one GEMM for L rank-1 updates).
 using sum_over_steps_fn = int (*)(graph_builder& g, const node& n, const std::array<int, max_operands>& stacked);
 
+// Writes node w.current() as StableHLO (ir/stablehlo.hpp): the ops it is and its value.
+class stablehlo_writer;
+using lower_fn = void (*)(stablehlo_writer& w);
+
 // Everything about one primitive. Each primitive file defines one `inline constexpr primitive`.
 struct primitive {
   std::string_view name;
@@ -203,6 +207,7 @@ struct primitive {
   // collective's rule: psum removes its axes, all_gather adds them). Null: that union.
   std::uint8_t (*varying)(const node& n, std::uint8_t operands) = nullptr;
   double flops_per_element = 1;    // for cost estimates in dump
+  lower_fn lower = nullptr;        // export to StableHLO; null: the primitive cannot be exported
 };
 
 struct node {

@@ -110,4 +110,30 @@ struct program {
   }
 };
 
+// A program of any size seen through pointers: what is compiled once (the executor, the StableHLO writer)
+// reads. Valid while the program it views lives (jit's programs are static constants).
+struct program_view {
+  const node* nodes = nullptr;
+  std::size_t size = 0;
+  const int* outputs = nullptr;
+  std::size_t output_count = 0;
+  int parameter_count = 0;
+  int construct_count = 0, region_count = 0;
+  const frozen_construct* constructs = nullptr;
+  const frozen_region* regions = nullptr;
+  const int* region_ints = nullptr;
+
+  const node& operator[](int id) const { return nodes[static_cast<std::size_t>(id)]; }
+  const frozen_construct& construct(int c) const { return constructs[static_cast<std::size_t>(c)]; }
+  const frozen_region& region(int r) const { return regions[static_cast<std::size_t>(r)]; }
+  int region_int(int at) const { return region_ints[static_cast<std::size_t>(at)]; }
+};
+
+template <std::size_t N, std::size_t O>
+constexpr program_view view_of(const program<N, O>& p) {
+  return {.nodes = p.nodes.data(), .size = N, .outputs = p.outputs.data(), .output_count = O, .parameter_count = p.parameter_count,
+          .construct_count = p.construct_count, .region_count = p.region_count, .constructs = p.constructs.data(),
+          .regions = p.regions.data(), .region_ints = p.region_ints.data()};
+}
+
 }  // namespace tessel::ir

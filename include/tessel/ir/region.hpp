@@ -1,10 +1,10 @@
 #pragma once
 // Which region of a program each node is in: the one rule that the planner (plan/plan.hpp), vmap's
-// control rules (transform/control_batching.hpp) and autodiff's (transform/region_copy.hpp) apply, on a
-// program being traced (graph_builder) or frozen (program). A region parameter is in its region, a
-// construct's output in the region the construct runs in, and any other node in the innermost region
-// among its operands' (-1: the program itself). Regions nest: a region's parent is the region its
-// construct runs in.
+// control rules (transform/control_batching.hpp), autodiff's (transform/region_copy.hpp) and the
+// StableHLO writer (ir/stablehlo-inl.hpp) apply, on a program being traced (graph_builder), frozen
+// (program) or seen through pointers (program_view). A region parameter is in its region, a construct's
+// output in the region the construct runs in, and any other node in the innermost region among its
+// operands' (-1: the program itself). Regions nest: a region's parent is the region its construct runs in.
 
 #include <cstddef>
 
@@ -24,7 +24,10 @@ template <std::size_t N, std::size_t O>
 constexpr int region_construct(const program<N, O>& p, int q) {
   return p.region(q).construct;
 }
+inline int construct_parent(const program_view& p, int c) { return p.construct(c).parent; }
+inline int region_construct(const program_view& p, int q) { return p.region(q).construct; }
 constexpr const node& node_at(const graph_builder& g, int id) { return g[id]; }
+inline const node& node_at(const program_view& p, int id) { return p[id]; }
 template <std::size_t N, std::size_t O>
 constexpr const node& node_at(const program<N, O>& p, int id) {
   return p.nodes[static_cast<std::size_t>(id)];

@@ -731,22 +731,8 @@ constexpr plan<N, O> make_plan(const ir::program<N, O>& program) {
 
 // A plan of any size seen through pointers: what the executor, compiled once in the tessel library, runs.
 // Valid while the plan it views lives (jit's plans are static constants).
-struct program_view {
-  const ir::node* nodes = nullptr;
-  std::size_t size = 0;
-  const int* outputs = nullptr;
-  std::size_t output_count = 0;
-  const ir::frozen_construct* constructs = nullptr;
-  const ir::frozen_region* regions = nullptr;
-  const int* region_ints = nullptr;
-
-  const ir::frozen_construct& construct(int c) const { return constructs[static_cast<std::size_t>(c)]; }
-  const ir::frozen_region& region(int r) const { return regions[static_cast<std::size_t>(r)]; }
-  int region_int(int at) const { return region_ints[static_cast<std::size_t>(at)]; }
-};
-
 struct plan_view {
-  program_view program;
+  ir::program_view program;
   const kernel* kernels = nullptr;
   int kernel_count = 0;
   std::size_t max_members = 0;  // the most members any kernel has
@@ -773,9 +759,7 @@ template <std::size_t N, std::size_t O>
 plan_view view_of(const plan<N, O>& p) {
   std::size_t most = 0;
   for (int k = 0; k < p.kernel_count; ++k) most = std::max(most, static_cast<std::size_t>(p.kernels[static_cast<std::size_t>(k)].member_count));
-  return {.program = {.nodes = p.program.nodes.data(), .size = N, .outputs = p.program.outputs.data(), .output_count = O,
-                      .constructs = p.program.constructs.data(), .regions = p.program.regions.data(),
-                      .region_ints = p.program.region_ints.data()},
+  return {.program = ir::view_of(p.program),
           .kernels = p.kernels.data(), .kernel_count = p.kernel_count, .max_members = most,
           .members = p.members.data(), .kernel_of = p.kernel_of.data(), .materialized = p.materialized.data(),
           .arena_offset = p.arena_offset.data(), .output_index = p.output_index.data(),
