@@ -31,6 +31,7 @@ set(layers
   shard_map
   distributed
   dump
+  export
   random
   nn
   optim

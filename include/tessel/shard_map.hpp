@@ -317,10 +317,12 @@ namespace tessel {
 template <class M, class InSpecs, class OutSpecs, class F>
 class sharded {
   static_assert(is_mesh_v<M>, "tessel::shard_map: the first template argument is the mesh type, tessel::mesh<tessel::axis<\"name\", size>, ...>");
+
+ public:
+  // The specs as lists (what export_stablehlo reads besides the program).
   using in_specs = typename shard_detail::spec_list<InSpecs>::type;
   using out_specs = typename shard_detail::spec_list<OutSpecs>::type;
 
- public:
   // The per-device program and plan for local argument types A (declared only; public because traced_for
   // names it, and clang checks access where an alias template is used, not where it is declared).
   template <class... A, std::size_t... I>

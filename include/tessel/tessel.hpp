@@ -20,6 +20,7 @@
 #include "tessel/nn.hpp"
 #include "tessel/optim/optim.hpp"
 #include "tessel/dump.hpp"
+#include "tessel/export.hpp"
 #include "tessel/run/check_finite.hpp"
 #include "tessel/target/host.hpp"
 #include "tessel/target/tpu.hpp"

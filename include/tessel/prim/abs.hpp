@@ -13,6 +13,10 @@ namespace prim {
 struct abs_rule {
   static constexpr fixed_string name = "tessel::abs";
   static constexpr accepts domain = accepts::numeric;
+  static void lower(ir::stablehlo_writer& w) {  // stablehlo.abs takes signed integers: a u32 is its own abs
+    if (w.current().dtype == ir::dtype_code::u32) w.define(w.operand(0));
+    else w.lower_as("stablehlo.abs");
+  }
   static float apply(float x) { return std::fabs(x); }
   template <simd::Batch V>
   static V apply(const V& x) {

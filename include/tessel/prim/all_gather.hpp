@@ -55,6 +55,15 @@ constexpr int all_gather_batch(ir::graph_builder& g, const ir::node& n, const st
   return collective::batch_in_front(g, n, ops, axes, {0}, out_axis);
 }
 
+// StableHLO: stablehlo.all_gather along the axis (untiled: of the operand with a unit axis inserted there).
+inline void lower_all_gather(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const auto axis = collective::param(n, 0);
+  ir::hlo_value x = w.operand(0);
+  if (collective::param(n, 1) == 0)
+    x = w.emit("stablehlo.reshape", {x}, {}, ir::hlo_type(n.dtype, batching::insert_axis(w.operand_node(0).shape, static_cast<std::size_t>(axis), 1)));
+  w.define(w.emit("stablehlo.all_gather", {x}, collective::collective_properties(w).i64("all_gather_dim", axis), w.result_type()));
+}
 inline constexpr ir::primitive all_gather_p{.name = "all_gather",
                                             .kind = ir::prim_kind::layout,
                                             .run = &run_all_gather,
@@ -62,7 +71,7 @@ inline constexpr ir::primitive all_gather_p{.name = "all_gather",
                                             .jvp = &all_gather_jvp,
                                             .batch = &all_gather_batch,
                                             .varying = &all_gather_varying,
-                                            .flops_per_element = 0};
+                                            .flops_per_element = 0, .lower = &lower_all_gather};
 }  // namespace prim
 
 template <class M, spec_entry Axes, long Axis = 0, bool Tiled = false, Traced X>

@@ -66,6 +66,30 @@ constexpr int all_to_all_batch(ir::graph_builder& g, const ir::node& n, const st
   return collective::batch_in_front(g, n, ops, axes, {0, 1}, out_axis);
 }
 
+// StableHLO: stablehlo.all_to_all; untiled, over the operand with a unit axis inserted where, once the
+// split axis (then of size 1) is dropped, it stands at Concat.
+inline void lower_all_to_all(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  auto split = static_cast<std::size_t>(collective::param(n, 0));
+  auto concat = static_cast<std::size_t>(collective::param(n, 1));
+  const bool tiled = collective::param(n, 2) != 0;
+  const std::size_t count = collective::groups_of(n, w.mesh).front().size;
+  ir::dims in = w.operand_node(0).shape;
+  ir::hlo_value x = w.operand(0);
+  if (!tiled) {
+    if (concat > split) ++concat;
+    in = batching::insert_axis(in, concat, 1);
+    x = w.emit("stablehlo.reshape", {x}, {}, ir::hlo_type(n.dtype, in));
+    if (concat <= split) ++split;
+  }
+  ir::dims out = in;
+  out.d[split] /= count;
+  out.d[concat] *= count;
+  ir::hlo_properties p = collective::collective_properties(w, false);
+  p.i64("concat_dimension", static_cast<std::int64_t>(concat)).i64("split_count", static_cast<std::int64_t>(count)).i64("split_dimension", static_cast<std::int64_t>(split));
+  const ir::hlo_value r = w.emit("stablehlo.all_to_all", {x}, p, ir::hlo_type(n.dtype, out));
+  w.define(tiled ? r : w.emit("stablehlo.reshape", {r}, {}, w.result_type()));
+}
 inline constexpr ir::primitive all_to_all_p{.name = "all_to_all",
                                             .kind = ir::prim_kind::layout,
                                             .run = &run_all_to_all,
@@ -73,7 +97,7 @@ inline constexpr ir::primitive all_to_all_p{.name = "all_to_all",
                                             .jvp = &all_to_all_jvp,
                                             .batch = &all_to_all_batch,
                                             .varying = &collective::varying_along,
-                                            .flops_per_element = 0};
+                                            .flops_per_element = 0, .lower = &lower_all_to_all};
 
 template <class S, std::size_t Split, std::size_t Concat, std::size_t N, bool Tiled>
 consteval auto all_to_all_shape() {

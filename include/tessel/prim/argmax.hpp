@@ -8,6 +8,7 @@
 #include "tessel/core/bfloat16.hpp"
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/family/reduce.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -52,8 +53,34 @@ constexpr int argmax_batch(ir::graph_builder& g, const ir::node& n, const std::a
   return ir::make_node(g, *n.prim, n.dtype, batching::drop_axis(g[ops[0]].shape, moved), {ops[0]}, attr, n.operand_dtype);
 }
 
+// StableHLO: a reduction of (value, index) pairs from (-inf, 0) that keeps the larger value, a NaN, or on
+// a tie the smaller index (JAX's lowering of argmax). bf16 values compare as f32.
+inline void lower_argmax(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::node& x = w.operand_node(0);
+  const ir::dtype_code vt = ir::is_floating(x.dtype) ? ir::dtype_code::f32 : x.dtype;
+  const ir::dtype_code it = ir::dtype_code::s32;
+  const ir::hlo_value values = vt == x.dtype ? w.operand(0) : w.convert(w.operand(0), vt, x.shape);
+  const ir::hlo_value index = w.emit("stablehlo.iota", {}, ir::hlo_properties{}.i64("iota_dimension", n.attr.ints[0]), ir::hlo_type(it, x.shape));
+  const double lowest = vt == ir::dtype_code::f32 ? -std::numeric_limits<double>::infinity()
+                        : vt == ir::dtype_code::s32 ? static_cast<double>(std::numeric_limits<std::int32_t>::lowest())
+                                                    : 0.0;
+  const std::string v = ir::hlo_type(vt, {}), i = ir::hlo_type(it, {}), p = ir::hlo_type(ir::dtype_code::pred, {});
+  ir::hlo_region pick{{v, i, v, i}, [&](const std::vector<ir::hlo_value>& a) {
+                        ir::hlo_value wins = w.compare(a[0], a[2], vt, "GT", p);
+                        if (vt == ir::dtype_code::f32) wins = w.emit("stablehlo.or", {wins, w.compare(a[0], a[0], vt, "NE", p)}, {}, p);
+                        const ir::hlo_value tie = w.emit("stablehlo.and", {w.compare(a[0], a[2], vt, "EQ", p), w.compare(a[1], a[3], it, "LT", p)}, {}, p);
+                        const ir::hlo_value first = w.emit("stablehlo.or", {wins, tie}, {}, p);
+                        return std::vector<ir::hlo_value>{w.emit("stablehlo.select", {wins, a[0], a[2]}, {}, v),
+                                                          w.emit("stablehlo.select", {first, a[1], a[3]}, {}, i)};
+                      }};
+  const std::vector<ir::hlo_value> r =
+      w.emit("stablehlo.reduce", {values, index, w.constant(vt, lowest), w.constant(it, 0)},
+             ir::hlo_properties{}.i64s("dimensions", {n.attr.ints.data(), 1}), {ir::hlo_type(vt, n.shape), w.result_type()}, {pick});
+  w.define(r[1]);
+}
 inline constexpr ir::primitive argmax_p{.name = "argmax", .kind = ir::prim_kind::reduce, .run = &run_argmax, .batch = &argmax_batch,
-                                        .differentiable = false};
+                                        .differentiable = false, .lower = &lower_argmax};
 }  // namespace prim
 
 template <long Axis, Traced X>

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "tessel/core/mesh.hpp"
 #include "tessel/core/shape.hpp"
@@ -25,12 +26,19 @@ inline void run_axis_index(const ir::node& n, const ir::node* const*, const void
   *static_cast<std::int32_t*>(out) = static_cast<std::int32_t>(collective::group_of(n, *d.comm, d.device).rank);
 }
 
+// StableHLO: the device's place in its group, from stablehlo.partition_id.
+inline void lower_axis_index(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  std::vector<std::size_t> axes;
+  for (std::size_t i = 0; i < collective::axis_count(n); ++i) axes.push_back(collective::axis_at(n, i));
+  w.define(w.place_along(axes));
+}
 inline constexpr ir::primitive axis_index_p{.name = "axis_index",
                                             .kind = ir::prim_kind::layout,
                                             .run = &run_axis_index,
                                             .differentiable = false,
                                             .varying = &collective::varying_along,
-                                            .flops_per_element = 0};
+                                            .flops_per_element = 0, .lower = &lower_axis_index};
 }  // namespace prim
 
 template <spec_entry Axes, Traced Anchor>

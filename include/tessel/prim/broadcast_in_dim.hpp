@@ -10,6 +10,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -51,12 +52,16 @@ constexpr int broadcast_in_dim_batch(ir::graph_builder& g, const ir::node& n, co
   return build::broadcast_in_dim(g, ops[0], batching::insert_axis(n.shape, p, size), dims);
 }
 
+inline void lower_broadcast_in_dim(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  w.lower_as("stablehlo.broadcast_in_dim", ir::hlo_properties{}.i64s("broadcast_dimensions", {n.attr.ints.data(), n.attr.count}));
+}
 inline constexpr ir::primitive broadcast_in_dim_p{.name = "broadcast_in_dim",
                                                   .kind = ir::prim_kind::broadcast,
                                                   .vjp = &broadcast_in_dim_vjp,
                                                   .jvp = &broadcast_in_dim_jvp,
                                                   .batch = &broadcast_in_dim_batch,
-                                                  .flops_per_element = 0};
+                                                  .flops_per_element = 0, .lower = &lower_broadcast_in_dim};
 
 template <class X, class Out, std::size_t... Dims>
 consteval bool check_broadcast_in_dim() {

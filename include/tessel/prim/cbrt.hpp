@@ -13,6 +13,7 @@ namespace prim {
 struct cbrt_rule {
   static constexpr fixed_string name = "tessel::cbrt";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.cbrt";
   static auto apply(auto x) { return simd::cbrt(x); }
   // d cbrt(x) = 1 / (3 cbrt(x)^2), written with the result as JAX's rule is (infinite at 0).
   static constexpr partial derivative(ir::graph_builder& g, int node) {

@@ -17,6 +17,7 @@
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/family/layout.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -62,13 +63,16 @@ constexpr int concatenate_batch(ir::graph_builder& g, const ir::node& n, const s
   return build::concatenate(g, moved, n.arity, axis < b ? axis : axis + 1);
 }
 
+inline void lower_concatenate(ir::stablehlo_writer& w) {
+  w.lower_as("stablehlo.concatenate", ir::hlo_properties{}.i64("dimension", w.current().attr.ints[0]));
+}
 inline constexpr ir::primitive concatenate_p{.name = "concatenate",
                                              .kind = ir::prim_kind::layout,
                                              .run = &run_concatenate,
                                              .vjp = &concatenate_vjp,
                                              .jvp = &concatenate_jvp,
                                              .batch = &concatenate_batch,
-                                             .flops_per_element = 0};
+                                             .flops_per_element = 0, .lower = &lower_concatenate};
 }  // namespace prim
 
 // Two operands, or three, as one node.

@@ -36,6 +36,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 
@@ -530,6 +531,68 @@ constexpr int conv_input_grad_batch(ir::graph_builder& g, const ir::node& n, con
   return batching::fold_leading(g, n, ops, axes, {true, false, false}, out_axis);
 }
 
+// ---- export: one stablehlo.convolution each (conv_general_dilated and its two transposes, as JAX's VJP
+// writes them), bf16 accumulated in f32 and rounded once ------------------------------------------------
+
+struct hlo_convolution {
+  std::string_view numbers;  // dimension_numbers: [lhs]x[rhs]->[result]
+  std::array<std::int64_t, 2> strides{1, 1}, lo{}, hi{}, lhs_dilation{1, 1}, rhs_dilation{1, 1};
+};
+inline void lower_convolution(ir::stablehlo_writer& w, const ir::hlo_value& lhs, const ir::hlo_value& rhs, const hlo_convolution& c) {
+  const ir::node& n = w.current();
+  ir::hlo_properties p;
+  p.i64("batch_group_count", 1)
+      .add("dimension_numbers", "#stablehlo.conv<" + std::string(c.numbers) + ">")
+      .i64("feature_group_count", 1)
+      .i64s("lhs_dilation", c.lhs_dilation)
+      .padding("padding", c.lo, c.hi)
+      .add("precision_config", "[#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]")
+      .i64s("rhs_dilation", c.rhs_dilation)
+      .add("window_reversal", "array<i1: false, false>")
+      .i64s("window_strides", c.strides);
+  const ir::hlo_value r = w.emit("stablehlo.convolution", {lhs, rhs}, p, ir::hlo_type(ir::dtype_code::f32, n.shape));
+  w.define(n.dtype == ir::dtype_code::f32 ? r : w.convert(r, n.dtype, n.shape));
+}
+inline void lower_conv_general(ir::stablehlo_writer& w) {
+  const ir::attributes& a = w.current().attr;
+  lower_convolution(w, w.operand(0), w.operand(1),
+                    {.numbers = "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]", .strides = {a.ints[0], a.ints[1]}, .lo = {a.ints[4], a.ints[5]},
+                     .hi = {a.ints[6], a.ints[7]}, .rhs_dilation = {a.ints[2], a.ints[3]}});
+}
+// The cotangent dilated by the strides, correlated with the filter reversed and its channels swapped.
+inline void lower_conv_input_grad(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const conv_geometry g = conv_geometry_of(n.shape, w.operand_node(1).shape, w.operand_node(0).shape, n.attr);
+  const std::array<std::size_t, 2> k{g.kh, g.kw}, s{g.sh, g.sw}, d{g.dh, g.dw}, size{g.h, g.w}, out{g.oh, g.ow};
+  hlo_convolution c{.numbers = "[b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f]"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t p = n.attr.ints[4 + i];
+    c.lo[i] = static_cast<std::int64_t>((k[i] - 1) * d[i]) - p;
+    c.hi[i] = static_cast<std::int64_t>(size[i]) - static_cast<std::int64_t>((out[i] - 1) * s[i]) - 1 + p;
+    c.lhs_dilation[i] = static_cast<std::int64_t>(s[i]);
+    c.rhs_dilation[i] = static_cast<std::int64_t>(d[i]);
+  }
+  const ir::hlo_value reversed = w.emit("stablehlo.reverse", {w.operand(1)}, ir::hlo_properties{}.i64s("dimensions", std::array<std::int64_t, 2>{0, 1}),
+                                        w.operand(1).type);
+  lower_convolution(w, w.operand(0), reversed, c);
+}
+// The input's channels as the batch, its images as the features, correlated with the cotangent dilated by
+// the strides, moved by the filter's dilation.
+inline void lower_conv_filter_grad(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const conv_geometry g = conv_geometry_of(w.operand_node(0).shape, n.shape, w.operand_node(1).shape, n.attr);
+  const std::array<std::size_t, 2> k{g.kh, g.kw}, s{g.sh, g.sw}, d{g.dh, g.dw}, size{g.h, g.w}, out{g.oh, g.ow};
+  hlo_convolution c{.numbers = "[f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f]"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t p = n.attr.ints[4 + i];
+    c.strides[i] = static_cast<std::int64_t>(d[i]);
+    c.lo[i] = p;
+    c.hi[i] = static_cast<std::int64_t>((k[i] - 1) * d[i] + (out[i] - 1) * s[i] + 1) - static_cast<std::int64_t>(size[i]) - p;
+    c.rhs_dilation[i] = static_cast<std::int64_t>(s[i]);
+  }
+  lower_convolution(w, w.operand(0), w.operand(1), c);
+}
+
 // conv_general is a contraction (its elementwise consumers fuse into its blocks, as a GEMM's do); its
 // gradients are kernels of their own. All three run in work items.
 // flops_per_element is per result element and conv's depends on the filter, so dump counts none.
@@ -541,7 +604,7 @@ inline constexpr ir::primitive conv_general_p{.name = "conv_general",
                                               .vjp = &conv_general_vjp,
                                               .jvp = &conv_general_jvp,
                                               .batch = &conv_general_batch,
-                                              .flops_per_element = 0};
+                                              .flops_per_element = 0, .lower = &lower_conv_general};
 inline constexpr ir::primitive conv_input_grad_p{.name = "conv_input_grad",
                                                  .kind = ir::prim_kind::layout,
                                                  .plan_items = &conv_input_grad_items,
@@ -549,7 +612,7 @@ inline constexpr ir::primitive conv_input_grad_p{.name = "conv_input_grad",
                                                  .vjp = &conv_input_grad_vjp,
                                                  .jvp = &conv_input_grad_jvp,
                                                  .batch = &conv_input_grad_batch,
-                                                 .flops_per_element = 0};
+                                                 .flops_per_element = 0, .lower = &lower_conv_input_grad};
 inline constexpr ir::primitive conv_filter_grad_p{.name = "conv_filter_grad",
                                                   .kind = ir::prim_kind::layout,
                                                   .plan_items = &conv_filter_grad_items,
@@ -557,7 +620,7 @@ inline constexpr ir::primitive conv_filter_grad_p{.name = "conv_filter_grad",
                                                   .vjp = &conv_filter_grad_vjp,
                                                   .jvp = &conv_filter_grad_jvp,
                                                   .batch = &batching::unrolled,
-                                                  .flops_per_element = 0};
+                                                  .flops_per_element = 0, .lower = &lower_conv_filter_grad};
 
 // ---- the type-level shape rule -----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "tessel/prim/family/elementwise.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -67,12 +68,14 @@ constexpr int convert_jvp(ir::graph_builder& g, int node, const std::array<int, 
   return build::convert(g, t[0], n.dtype);
 }
 
+// XLA's convert has the semantics above (truncation, NaN to 0, saturation; x != 0 to pred).
+inline void lower_convert_element_type(ir::stablehlo_writer& w) { w.lower_as("stablehlo.convert"); }
 inline constexpr ir::primitive convert_element_type_p{.name = "convert_element_type",
                                                       .kind = ir::prim_kind::elementwise,
                                                       .evaluate = &evaluate_convert,
                                                       .vjp = &convert_vjp,
                                                       .jvp = &convert_jvp,
-                                                      .batch = &batching::elementwise};
+                                                      .batch = &batching::elementwise, .lower = &lower_convert_element_type};
 }  // namespace prim
 
 template <class U, Traced X>

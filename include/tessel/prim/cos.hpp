@@ -14,6 +14,7 @@ namespace prim {
 struct cos_rule {
   static constexpr fixed_string name = "tessel::cos";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.cosine";
   static constexpr kernels::math_fn math = kernels::math_fn::cos;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
   static auto apply(auto x) { return simd::cos(x); }

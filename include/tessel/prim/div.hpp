@@ -13,6 +13,7 @@ namespace prim {
 struct div_rule {
   static constexpr fixed_string name = "tessel::div";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.divide";
   static auto apply(auto a, auto b) { return a / b; }
   static std::int32_t apply(std::int32_t a, std::int32_t b) {
     if (b == 0) return -1;

@@ -20,6 +20,7 @@
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/transpose.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 
@@ -201,6 +202,24 @@ constexpr int dot_general_sum_over_steps(ir::graph_builder& g, const ir::node& n
   return build::dot_general(g, stacked[0], stacked[1], e);
 }
 
+// StableHLO: attr [nb, nc, lhs batch..., rhs batch..., lhs contracting..., rhs contracting...]; bf16
+// operands give an f32 product (the kernels accumulate in f32), rounded once to bf16.
+inline void lower_dot_general(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const auto nb = static_cast<std::size_t>(n.attr.ints[0]), nc = static_cast<std::size_t>(n.attr.ints[1]);
+  auto list = [&](std::size_t first, std::size_t count) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < count; ++i) s += (i ? ", " : "") + std::to_string(n.attr.ints[first + i]);
+    return s + "]";
+  };
+  std::string numbers = "#stablehlo.dot<";
+  if (nb) numbers += "lhs_batching_dimensions = " + list(2, nb) + ", rhs_batching_dimensions = " + list(2 + nb, nb) + ", ";
+  numbers += "lhs_contracting_dimensions = " + list(2 + 2 * nb, nc) + ", rhs_contracting_dimensions = " + list(2 + 2 * nb + nc, nc) + ">";
+  ir::hlo_properties p;
+  p.add("dot_dimension_numbers", numbers).add("precision_config", "[#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]");
+  const ir::hlo_value product = w.emit("stablehlo.dot_general", {w.operand(0), w.operand(1)}, p, ir::hlo_type(ir::dtype_code::f32, n.shape));
+  w.define(n.dtype == ir::dtype_code::f32 ? product : w.convert(product, n.dtype, n.shape));
+}
 inline constexpr ir::primitive dot_general_p{.name = "dot_general",
                                              .kind = ir::prim_kind::contraction,
                                              .run = &run_dot_general,
@@ -208,7 +227,7 @@ inline constexpr ir::primitive dot_general_p{.name = "dot_general",
                                              .vjp = &dot_general_vjp,
                                              .jvp = &dot_general_jvp,
                                              .batch = &dot_general_batch,
-                                             .sum_over_steps = &dot_general_sum_over_steps};
+                                             .sum_over_steps = &dot_general_sum_over_steps, .lower = &lower_dot_general};
 
 template <fixed_string Op, class L, class R, class Lc, class Rc, class Lb, class Rb>
 struct dot_check {

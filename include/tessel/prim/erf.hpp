@@ -12,6 +12,7 @@ namespace prim {
 struct erf_rule {
   static constexpr fixed_string name = "tessel::erf";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "chlo.erf";
   static auto apply(auto x) { return simd::erf(x); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];

@@ -45,6 +45,7 @@ namespace prim {
 struct erf_inv_rule {
   static constexpr fixed_string name = "tessel::erf_inv";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "chlo.erf_inv";
   static float apply(float x) { return math::erf_inv(x); }  // scalar on purpose: the same bits everywhere
   static constexpr partial derivative(ir::graph_builder& g, int node) {  // sqrt(pi)/2 * exp(erf_inv(x)^2)
     return of_node(build::scale(g, build::unary(g, exp_p, build::mul(g, node, node)), 0.88622692545275801));

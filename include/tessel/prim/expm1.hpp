@@ -15,6 +15,7 @@ namespace prim {
 struct expm1_rule {
   static constexpr fixed_string name = "tessel::expm1";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.exponential_minus_one";
   static constexpr kernels::math_fn math = kernels::math_fn::expm1;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) {  // xsimd's expm1(-0) is +0: zeros pass through

@@ -10,6 +10,7 @@ namespace prim {
 struct floor_rule {
   static constexpr fixed_string name = "tessel::floor";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.floor";
   static auto apply(auto x) { return simd::floor(x); }
 };
 inline constexpr ir::primitive floor_p = unary_primitive<floor_rule>("floor", 1);

@@ -9,6 +9,7 @@ namespace prim {
 struct gt_rule {
   static constexpr fixed_string name = "tessel::gt";
   static constexpr accepts domain = accepts::any;
+  static constexpr std::string_view comparison = "GT";  // stablehlo.compare
   template <class T>
   using result = bool;
   static bool apply(auto a, auto b) { return a > b; }

@@ -10,6 +10,7 @@
 
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/family/elementwise.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -43,8 +44,11 @@ inline void generate_iota(const ir::node& n, std::size_t first, std::size_t coun
   visit_dtype(n.dtype, [&]<class T>(T) { iota_as<tile_t<T>>(n, first, count, out); });
 }
 
+inline void lower_iota(ir::stablehlo_writer& w) {
+  w.lower_as("stablehlo.iota", ir::hlo_properties{}.i64("iota_dimension", w.current().attr.ints[0]));
+}
 inline constexpr ir::primitive iota_p{.name = "iota", .kind = ir::prim_kind::generator, .generate = &generate_iota,
-                                      .differentiable = false, .flops_per_element = 0};
+                                      .differentiable = false, .flops_per_element = 0, .lower = &lower_iota};
 }  // namespace prim
 
 template <class T, class S, long Dimension, Traced Anchor>

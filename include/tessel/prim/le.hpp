@@ -9,6 +9,7 @@ namespace prim {
 struct le_rule {
   static constexpr fixed_string name = "tessel::le";
   static constexpr accepts domain = accepts::any;
+  static constexpr std::string_view comparison = "LE";  // stablehlo.compare
   template <class T>
   using result = bool;
   static bool apply(auto a, auto b) { return a <= b; }

@@ -3,10 +3,12 @@
 // different literals are never merged, and the value is known when the plan is made.
 
 #include "tessel/ir/tracer.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel::prim {
 
-inline constexpr ir::primitive literal_p{.name = "literal", .kind = ir::prim_kind::literal, .flops_per_element = 0};
+inline void lower_literal(ir::stablehlo_writer& w) { w.define(w.constant(w.current().dtype, w.current().attr.scalar)); }
+inline constexpr ir::primitive literal_p{.name = "literal", .kind = ir::prim_kind::literal, .flops_per_element = 0, .lower = &lower_literal};
 
 // A T[] holding value (a double holds every f32, bf16, s32, u32 and pred value exactly).
 template <class T>

@@ -14,6 +14,7 @@ namespace prim {
 struct log_rule {
   static constexpr fixed_string name = "tessel::log";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.log";
   static constexpr kernels::math_fn math = kernels::math_fn::log;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
   static auto apply(auto x) { return simd::log(x); }

@@ -15,6 +15,7 @@ namespace prim {
 struct log1p_rule {
   static constexpr fixed_string name = "tessel::log1p";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.log_plus_one";
   static constexpr kernels::math_fn math = kernels::math_fn::log1p;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) {  // xsimd's log1p(-0) is +0: zeros pass through

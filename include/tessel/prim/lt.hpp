@@ -9,6 +9,7 @@ namespace prim {
 struct lt_rule {
   static constexpr fixed_string name = "tessel::lt";
   static constexpr accepts domain = accepts::any;
+  static constexpr std::string_view comparison = "LT";  // stablehlo.compare
   template <class T>
   using result = bool;
   static bool apply(auto a, auto b) { return a < b; }

@@ -26,7 +26,7 @@ inline constexpr ir::primitive materialize_p{.name = "materialize",
                                              .vjp = &identity::vjp,
                                              .jvp = &identity::jvp,
                                              .batch = &identity::batch,
-                                             .flops_per_element = 0};
+                                             .flops_per_element = 0, .lower = &identity::lower};
 }  // namespace prim
 
 template <Traced X>

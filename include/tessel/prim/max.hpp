@@ -10,6 +10,7 @@ namespace prim {
 struct max_rule {
   static constexpr fixed_string name = "tessel::max";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.maximum";
   template <class V>
   [[gnu::always_inline]] static V apply(V a, V b) {  // inlined: g++ called it per vector from reduce_max
     if constexpr (std::is_integral_v<V>) {

@@ -10,6 +10,7 @@ namespace prim {
 struct min_rule {
   static constexpr fixed_string name = "tessel::min";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.minimum";
   template <class V>
   [[gnu::always_inline]] static V apply(V a, V b) {  // inlined: g++ called it per vector from reduce_max
     if constexpr (std::is_integral_v<V>) {

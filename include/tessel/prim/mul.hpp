@@ -9,6 +9,7 @@ namespace prim {
 struct mul_rule {
   static constexpr fixed_string name = "tessel::mul";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.multiply";
   static auto apply(auto a, auto b) { return a * b; }
   static std::uint32_t apply(std::uint32_t a, std::uint32_t b) { return a * b; }
   static std::int32_t apply(std::int32_t a, std::int32_t b) {

@@ -11,6 +11,7 @@ namespace prim {
 struct neg_rule {
   static constexpr fixed_string name = "tessel::neg";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.negate";
   static auto apply(auto x) { return -x; }
   static std::int32_t apply(std::int32_t x) { return static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)); }
   static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {

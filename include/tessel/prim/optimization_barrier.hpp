@@ -14,17 +14,22 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/identity.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
 
+// Operand 0 through stablehlo.optimization_barrier, which XLA keeps as tessel's planner keeps the node's place.
+inline void lower_optimization_barrier(ir::stablehlo_writer& w) {
+  w.define(w.emit("stablehlo.optimization_barrier", {w.operand(0)}, {}, w.result_type()));
+}
 inline constexpr ir::primitive optimization_barrier_p{.name = "optimization_barrier",
                                                       .kind = ir::prim_kind::elementwise,
                                                       .evaluate = &identity::evaluate,
                                                       .vjp = &identity::vjp,
                                                       .jvp = &identity::jvp,
                                                       .batch = &identity::batch,
-                                                      .flops_per_element = 0};
+                                                      .flops_per_element = 0, .lower = &lower_optimization_barrier};
 
 namespace build {
 // x's value, ordered after node `after` and distinct from x.

@@ -19,6 +19,7 @@
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/family/elementwise.hpp"
 #include "tessel/prim/family/layout.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 
@@ -121,13 +122,29 @@ constexpr int pad_batch(ir::graph_builder& g, const ir::node& n, const std::arra
   return build::pad(g, ops[0], ops[1], lo, interior, batching::insert_axis(n.shape, b, g[ops[0]].shape.d[b]));
 }
 
+// hi follows from the shapes: out = lo + in + (in - 1) * interior + hi.
+inline void lower_pad(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::node& in = w.operand_node(0);
+  const std::size_t rank = n.shape.rank;
+  std::array<std::int64_t, ir::max_rank> hi{};
+  for (std::size_t a = 0; a < rank; ++a) {
+    const auto d = static_cast<std::int64_t>(in.shape.d[a]);
+    const std::int64_t spread = d == 0 ? 0 : d + (d - 1) * n.attr.ints[rank + a];
+    hi[a] = static_cast<std::int64_t>(n.shape.d[a]) - n.attr.ints[a] - spread;
+  }
+  w.lower_as("stablehlo.pad", ir::hlo_properties{}
+                                  .i64s("edge_padding_high", {hi.data(), rank})
+                                  .i64s("edge_padding_low", {n.attr.ints.data(), rank})
+                                  .i64s("interior_padding", {n.attr.ints.data() + rank, rank}));
+}
 inline constexpr ir::primitive pad_p{.name = "pad",
                                      .kind = ir::prim_kind::layout,
                                      .run = &run_pad,
                                      .vjp = &pad_vjp,
                                      .jvp = &pad_jvp,
                                      .batch = &pad_batch,
-                                     .flops_per_element = 0};
+                                     .flops_per_element = 0, .lower = &lower_pad};
 
 template <class X, auto Config>
 consteval auto pad_dims() {

@@ -19,7 +19,7 @@ inline constexpr ir::primitive pmin_p{.name = "pmin",
                                       .run = &collective::run_all_reduce<collective::reduction::min>,
                                       .batch = &collective::batch_in_place,
                                       .varying = &collective::invariant_along,
-                                      .flops_per_element = 1};
+                                      .flops_per_element = 1, .lower = &collective::lower_all_reduce<collective::reduction::min>};
 }  // namespace prim
 
 template <spec_entry Axes, Traced X>

@@ -11,6 +11,7 @@ namespace prim {
 struct pow_rule {
   static constexpr fixed_string name = "tessel::pow";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.power";
   static float apply(float a, float b) { return std::pow(a, b); }
   // d/da = b a^(b-1); d/db = a^b log(a), taken as 0 where a == 0 (as JAX).
   static constexpr std::array<partial, 2> partials(ir::graph_builder& g, int node) {

@@ -10,6 +10,9 @@
 
 #include <array>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tessel/core/mesh.hpp"
 #include "tessel/ir/tracer.hpp"
@@ -57,6 +60,22 @@ constexpr int ppermute_jvp(ir::graph_builder& g, int node, const std::array<int,
   return t[0] < 0 ? -1 : collective::remake(g, ppermute_p, n, t[0], n.shape, n.attr);
 }
 
+// StableHLO: stablehlo.collective_permute with the pairs of every group (a device no one sends to gets
+// zeros there too).
+inline void lower_ppermute(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const auto size = static_cast<std::size_t>(collective::param(n, 0));
+  std::vector<std::pair<std::size_t, std::size_t>> pairs;
+  for (const collective::group& g : collective::groups_of(n, w.mesh))
+    for (std::size_t to = 0; to < size; ++to)
+      if (const std::int64_t from = collective::param(n, 1 + to); from >= 0) pairs.emplace_back(g.member[static_cast<std::size_t>(from)], g.member[to]);
+  std::string text = "dense<[";
+  for (std::size_t i = 0; i < pairs.size(); ++i) text += (i ? ", [" : "[") + std::to_string(pairs[i].first) + ", " + std::to_string(pairs[i].second) + "]";
+  text += "]> : tensor<" + std::to_string(pairs.size()) + "x2xi64>";
+  ir::hlo_properties p;
+  p.add("channel_handle", "#stablehlo.channel_handle<handle = " + std::to_string(w.next_channel()) + ", type = 1>").add("source_target_pairs", text);
+  w.define(w.emit("stablehlo.collective_permute", {w.operand(0)}, p, w.result_type()));
+}
 inline constexpr ir::primitive ppermute_p{.name = "ppermute",
                                           .kind = ir::prim_kind::layout,
                                           .run = &run_ppermute,
@@ -64,7 +83,7 @@ inline constexpr ir::primitive ppermute_p{.name = "ppermute",
                                           .jvp = &ppermute_jvp,
                                           .batch = &collective::batch_in_place,
                                           .varying = &collective::varying_along,
-                                          .flops_per_element = 0};
+                                          .flops_per_element = 0, .lower = &lower_ppermute};
 
 template <edge... Pairs>
 consteval int repeated_end() {  // 1: a repeated source, 2: a repeated destination, 3: a negative position

@@ -39,7 +39,7 @@ inline constexpr ir::primitive psum_p{.name = "psum",
                                       .jvp = &psum_jvp,
                                       .batch = &collective::batch_in_place,
                                       .varying = &collective::invariant_along,
-                                      .flops_per_element = 1};
+                                      .flops_per_element = 1, .lower = &collective::lower_all_reduce<collective::reduction::sum>};
 
 namespace collective {
 template <fixed_string Op, class X>

@@ -57,6 +57,22 @@ constexpr int psum_scatter_batch(ir::graph_builder& g, const ir::node& n, const 
   return collective::batch_in_front(g, n, ops, axes, {0}, out_axis);
 }
 
+// StableHLO: stablehlo.reduce_scatter along the dimension (untiled: to a unit dimension, then dropped);
+// bf16 summed in f32.
+inline void lower_psum_scatter(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const auto dim = static_cast<std::size_t>(collective::param(n, 0));
+  const ir::dtype_code acc = n.dtype == ir::dtype_code::bf16 ? ir::dtype_code::f32 : n.dtype;
+  const ir::dims& in = w.operand_node(0).shape;
+  ir::dims scattered = in;
+  scattered.d[dim] = in.d[dim] / collective::groups_of(n, w.mesh).front().size;
+  const ir::hlo_value x = acc == n.dtype ? w.operand(0) : w.convert(w.operand(0), acc, in);
+  ir::hlo_value r = collective::reduce_over_group(w, "stablehlo.reduce_scatter", x, "stablehlo.add",
+                                                  collective::collective_properties(w).i64("scatter_dimension", static_cast<std::int64_t>(dim)),
+                                                  ir::hlo_type(acc, scattered));
+  if (!(scattered == n.shape)) r = w.emit("stablehlo.reshape", {r}, {}, ir::hlo_type(acc, n.shape));
+  w.define(acc == n.dtype ? r : w.convert(r, n.dtype, n.shape));
+}
 inline constexpr ir::primitive psum_scatter_p{.name = "psum_scatter",
                                               .kind = ir::prim_kind::layout,
                                               .run = &run_psum_scatter,
@@ -64,7 +80,7 @@ inline constexpr ir::primitive psum_scatter_p{.name = "psum_scatter",
                                               .jvp = &psum_scatter_jvp,
                                               .batch = &psum_scatter_batch,
                                               .varying = &collective::varying_along,
-                                              .flops_per_element = 1};
+                                              .flops_per_element = 1, .lower = &lower_psum_scatter};
 }  // namespace prim
 
 template <class M, spec_entry Axes, long Dim = 0, bool Tiled = false, Traced X>

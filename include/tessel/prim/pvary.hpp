@@ -14,6 +14,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/collective.hpp"
+#include "tessel/prim/family/identity.hpp"
 
 namespace tessel {
 namespace prim {
@@ -37,7 +38,7 @@ inline constexpr ir::primitive pvary_p{.name = "pvary",
                                        .jvp = &pvary_jvp,
                                        .batch = &collective::batch_in_place,
                                        .varying = &collective::varying_along,
-                                       .flops_per_element = 0};
+                                       .flops_per_element = 0, .lower = &identity::lower};
 }  // namespace prim
 
 template <spec_entry Axes, Traced X>

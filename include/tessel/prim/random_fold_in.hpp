@@ -13,6 +13,7 @@
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/kernels/threefry.hpp"
+#include "tessel/prim/family/threefry.hpp"
 
 namespace tessel::prim {
 
@@ -25,12 +26,19 @@ inline void evaluate_random_fold_in(const ir::node& n, const void* const* in, vo
   for (std::size_t i = 0; i < count; ++i) y[i] = kernels::threefry2x32({k0[i], k1[i]}, {0u, data[i]})[word];
 }
 
+// StableHLO: the block at counter (0, data), word 0 or 1.
+inline void lower_random_fold_in(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const auto y = threefry2x32_hlo(w, w.operand(0), w.operand(1), w.constant(ir::dtype_code::u32, 0, n.shape), w.operand(2), n.shape);
+  w.define(y[static_cast<std::size_t>(n.attr.ints[0])]);
+}
+
 inline constexpr ir::primitive random_fold_in_p{.name = "random_fold_in",
                                                 .kind = ir::prim_kind::elementwise,
                                                 .evaluate = &evaluate_random_fold_in,
                                                 .batch = &batching::elementwise,
                                                 .differentiable = false,
-                                                .flops_per_element = 120};  // 20 threefry rounds
+                                                .flops_per_element = 120, .lower = &lower_random_fold_in};  // 20 threefry rounds
 
 }  // namespace tessel::prim
 

@@ -15,6 +15,7 @@ namespace prim {
 struct reduce_max_rule {
   static constexpr fixed_string name = "tessel::reduce_max";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.maximum";  // the combiner
   template <class V>
   static constexpr V identity() {
     if constexpr (std::is_floating_point_v<V>) return -std::numeric_limits<V>::infinity(); else return std::numeric_limits<V>::lowest();

@@ -15,6 +15,7 @@ namespace prim {
 struct reduce_sum_rule {
   static constexpr fixed_string name = "tessel::reduce_sum";
   static constexpr accepts domain = accepts::numeric;
+  static constexpr std::string_view stablehlo = "stablehlo.add";  // the combiner
   template <class V>
   static constexpr V identity() {
     return V(0);

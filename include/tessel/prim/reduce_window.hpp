@@ -33,6 +33,7 @@
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/conv_general.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 
@@ -439,20 +440,149 @@ constexpr int pool_batch(ir::graph_builder& g, const ir::node& n, const std::arr
   return batching::fold_leading(g, n, ops, axes, {true, true, true}, out_axis);
 }
 
+// ---- export: stablehlo.reduce_window and select_and_scatter over (1, KH, KW, 1) windows, computed in f32
+// as the kernels are (bf16 converted there and back) ----------------------------------------------------
+
+struct hlo_window {
+  std::array<std::int64_t, 4> dims{1, 1, 1, 1}, strides{1, 1, 1, 1}, lo{}, hi{};
+};
+inline hlo_window window_of(const ir::attributes& a) {
+  hlo_window w;
+  for (std::size_t i = 0; i < 2; ++i) {
+    w.dims[1 + i] = a.ints[i];
+    w.strides[1 + i] = a.ints[2 + i];
+    w.lo[1 + i] = a.ints[4 + i];
+    w.hi[1 + i] = a.ints[6 + i];
+  }
+  return w;
+}
+inline ir::hlo_properties window_properties(const hlo_window& w, bool dilations = true) {
+  constexpr std::array<std::int64_t, 4> ones{1, 1, 1, 1};
+  ir::hlo_properties p;
+  if (dilations) p.i64s("base_dilations", ones);
+  p.padding("padding", w.lo, w.hi);
+  if (dilations) p.i64s("window_dilations", ones);
+  return p.i64s("window_dimensions", w.dims).i64s("window_strides", w.strides);
+}
+// stablehlo.reduce_window of an f32 x from init by `combiner`, giving an f32 of shape `out`.
+inline ir::hlo_value reduce_windows(ir::stablehlo_writer& w, const ir::hlo_value& x, double init, std::string_view combiner, const hlo_window& win,
+                                    const ir::dims& out) {
+  constexpr ir::dtype_code f32 = ir::dtype_code::f32;
+  const std::string scalar = ir::hlo_type(f32, {});
+  ir::hlo_region body{{scalar, scalar}, [&](const std::vector<ir::hlo_value>& a) {
+                        return std::vector<ir::hlo_value>{w.emit(combiner, {a[0], a[1]}, {}, scalar)};
+                      }};
+  return w.emit("stablehlo.reduce_window", {x, w.constant(f32, init)}, window_properties(win), {ir::hlo_type(f32, out)}, {body}).front();
+}
+inline ir::hlo_value as_f32(ir::stablehlo_writer& w, std::size_t operand) {
+  const ir::node& o = w.operand_node(operand);
+  return o.dtype == ir::dtype_code::f32 ? w.operand(operand) : w.convert(w.operand(operand), ir::dtype_code::f32, o.shape);
+}
+inline void define_from_f32(ir::stablehlo_writer& w, const ir::hlo_value& v) {
+  const ir::node& n = w.current();
+  w.define(n.dtype == ir::dtype_code::f32 ? v : w.convert(v, n.dtype, n.shape));
+}
+// The pooled values times 1 / divisor: the window's size, or the count of its input elements (a
+// reduce_window of ones over the input's shape `in`), as the kernels scale them.
+inline ir::hlo_value scaled_by_divisor(ir::stablehlo_writer& w, const ir::hlo_value& pooled, const ir::dims& in, const ir::dims& out,
+                                       const ir::attributes& a) {
+  constexpr ir::dtype_code f32 = ir::dtype_code::f32;
+  const auto divisor = static_cast<pool_divisor>(a.ints[8]);
+  if (divisor == pool_divisor::none) return pooled;
+  ir::hlo_value scale;
+  if (divisor == pool_divisor::window) {
+    scale = w.constant(f32, 1.0f / static_cast<float>(a.ints[0] * a.ints[1]), out);
+  } else {
+    const ir::hlo_value counts = reduce_windows(w, w.constant(f32, 1, in), 0, "stablehlo.add", window_of(a), out);
+    const ir::hlo_value at_least_one = w.emit("stablehlo.maximum", {counts, w.constant(f32, 1, out)}, {}, counts.type);
+    scale = w.emit("stablehlo.divide", {w.constant(f32, 1, out), at_least_one}, {}, counts.type);
+  }
+  return w.emit("stablehlo.multiply", {pooled, scale}, {}, pooled.type);
+}
+
+inline void lower_reduce_window_max(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  define_from_f32(w, reduce_windows(w, as_f32(w, 0), -std::numeric_limits<double>::infinity(), "stablehlo.maximum", window_of(n.attr), n.shape));
+}
+inline void lower_reduce_window_sum(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::hlo_value sums = reduce_windows(w, as_f32(w, 0), 0, "stablehlo.add", window_of(n.attr), n.shape);
+  define_from_f32(w, scaled_by_divisor(w, sums, w.operand_node(0).shape, n.shape, n.attr));
+}
+// The transpose of a windowed sum (JAX's): the scaled cotangent spread out by the strides and padded so
+// that a stride-1 window sum over it lands on the input's elements.
+inline void lower_reduce_window_sum_transpose(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::node& ct = w.operand_node(0);
+  const ir::hlo_value scaled = scaled_by_divisor(w, as_f32(w, 0), n.shape, ct.shape, n.attr);
+  const pool_geometry g = pool_geometry_of(n.shape, ct.shape, n.attr);
+  const std::array<std::size_t, 2> k{g.kh, g.kw}, s{g.sh, g.sw}, size{g.h, g.w}, out{g.oh, g.ow};
+  std::array<std::int64_t, 4> lo{}, hi{}, interior{};
+  ir::dims padded = ct.shape;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t p = n.attr.ints[4 + i];
+    lo[1 + i] = static_cast<std::int64_t>(k[i]) - 1 - p;
+    hi[1 + i] = static_cast<std::int64_t>(size[i]) - static_cast<std::int64_t>((out[i] - 1) * s[i]) - 1 + p;
+    interior[1 + i] = static_cast<std::int64_t>(s[i]) - 1;
+    padded.d[1 + i] = static_cast<std::size_t>(static_cast<std::int64_t>((out[i] - 1) * s[i] + 1) + lo[1 + i] + hi[1 + i]);
+  }
+  constexpr ir::dtype_code f32 = ir::dtype_code::f32;
+  const ir::hlo_value spread = w.emit("stablehlo.pad", {scaled, w.constant(f32, 0)},
+                                      ir::hlo_properties{}.i64s("edge_padding_high", hi).i64s("edge_padding_low", lo).i64s("interior_padding", interior),
+                                      ir::hlo_type(f32, padded));
+  hlo_window unit;
+  unit.dims = {1, n.attr.ints[0], n.attr.ints[1], 1};
+  define_from_f32(w, reduce_windows(w, spread, 0, "stablehlo.add", unit, n.shape));
+}
+// Each cotangent to its window's first maximum (`ge`), as XLA's select_and_scatter does.
+inline void lower_select_and_scatter_add(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  constexpr ir::dtype_code f32 = ir::dtype_code::f32;
+  const std::string scalar = ir::hlo_type(f32, {}), pred = ir::hlo_type(ir::dtype_code::pred, {});
+  ir::hlo_region select{{scalar, scalar}, [&](const std::vector<ir::hlo_value>& a) {
+                          return std::vector<ir::hlo_value>{w.compare(a[0], a[1], f32, "GE", pred)};
+                        }};
+  ir::hlo_region scatter{{scalar, scalar}, [&](const std::vector<ir::hlo_value>& a) {
+                           return std::vector<ir::hlo_value>{w.emit("stablehlo.add", {a[0], a[1]}, {}, scalar)};
+                         }};
+  const ir::hlo_value r = w.emit("stablehlo.select_and_scatter", {as_f32(w, 1), as_f32(w, 0), w.constant(f32, 0)},
+                                 window_properties(window_of(n.attr), false), {ir::hlo_type(f32, n.shape)}, {select, scatter})
+                              .front();
+  define_from_f32(w, r);
+}
+// The tangent at each window's first maximum: a reduce_window of (x, t) pairs keeping the pair whose x is
+// >= the other's (or NaN).
+inline void lower_select_and_gather_add(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  constexpr ir::dtype_code f32 = ir::dtype_code::f32;
+  const std::string scalar = ir::hlo_type(f32, {}), pred = ir::hlo_type(ir::dtype_code::pred, {});
+  ir::hlo_region pick{{scalar, scalar, scalar, scalar}, [&](const std::vector<ir::hlo_value>& a) {
+                        const ir::hlo_value first = w.emit("stablehlo.or", {w.compare(a[0], a[2], f32, "GE", pred), w.compare(a[0], a[0], f32, "NE", pred)}, {}, pred);
+                        return std::vector<ir::hlo_value>{w.emit("stablehlo.select", {first, a[0], a[2]}, {}, scalar),
+                                                          w.emit("stablehlo.select", {first, a[1], a[3]}, {}, scalar)};
+                      }};
+  const std::string out = ir::hlo_type(f32, n.shape);
+  const std::vector<ir::hlo_value> r =
+      w.emit("stablehlo.reduce_window",
+             {as_f32(w, 1), as_f32(w, 0), w.constant(f32, -std::numeric_limits<double>::infinity()), w.constant(f32, 0)},
+             window_properties(window_of(n.attr)), {out, out}, {pick});
+  define_from_f32(w, r[1]);
+}
+
 inline constexpr ir::primitive reduce_window_max_p{.name = "reduce_window_max",
                                                    .kind = ir::prim_kind::layout,
                                                    .plan_items = &reduce_window_max_items,
                                                    .run_item = &reduce_window_max_item,
                                                    .vjp = &reduce_window_max_vjp,
                                                    .jvp = &reduce_window_max_jvp,
-                                                   .batch = &pool_batch};
+                                                   .batch = &pool_batch, .lower = &lower_reduce_window_max};
 inline constexpr ir::primitive select_and_scatter_add_p{.name = "select_and_scatter_add",
                                                         .kind = ir::prim_kind::layout,
                                                         .plan_items = &select_and_scatter_add_items,
                                                         .run_item = &select_and_scatter_add_item,
                                                         .vjp = &select_and_scatter_add_vjp,
                                                         .jvp = &select_and_scatter_add_jvp,
-                                                        .batch = &pool_batch};
+                                                        .batch = &pool_batch, .lower = &lower_select_and_scatter_add};
 inline constexpr ir::primitive select_and_gather_add_p{.name = "select_and_gather_add",
                                                        .kind = ir::prim_kind::layout,
                                                        .plan_items = &select_and_gather_add_items,
@@ -460,21 +590,21 @@ inline constexpr ir::primitive select_and_gather_add_p{.name = "select_and_gathe
                                                        .vjp = &select_and_gather_add_vjp,
                                                        .jvp = &select_and_gather_add_jvp,
                                                        .batch = &pool_batch,
-                                                       .flops_per_element = 0};
+                                                       .flops_per_element = 0, .lower = &lower_select_and_gather_add};
 inline constexpr ir::primitive reduce_window_sum_p{.name = "reduce_window_sum",
                                                    .kind = ir::prim_kind::layout,
                                                    .plan_items = &reduce_window_sum_items,
                                                    .run_item = &reduce_window_sum_item,
                                                    .vjp = &reduce_window_sum_vjp,
                                                    .jvp = &reduce_window_sum_jvp,
-                                                   .batch = &pool_batch};
+                                                   .batch = &pool_batch, .lower = &lower_reduce_window_sum};
 inline constexpr ir::primitive reduce_window_sum_transpose_p{.name = "reduce_window_sum_transpose",
                                                              .kind = ir::prim_kind::layout,
                                                              .plan_items = &reduce_window_sum_transpose_items,
                                                              .run_item = &reduce_window_sum_transpose_item,
                                                              .vjp = &reduce_window_sum_transpose_vjp,
                                                              .jvp = &reduce_window_sum_transpose_jvp,
-                                                             .batch = &pool_batch};
+                                                             .batch = &pool_batch, .lower = &lower_reduce_window_sum_transpose};
 
 // ---- the type-level shape rule -----------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ inline constexpr ir::primitive remat_p{.name = "checkpoint",
                                        .evaluate = &identity::evaluate,
                                        .jvp = &identity::jvp,
                                        .batch = &call_batch,
-                                       .flops_per_element = 0};
+                                       .flops_per_element = 0, .lower = &identity::lower};
 
 }  // namespace tessel::prim
 

@@ -7,6 +7,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -27,8 +28,9 @@ constexpr int reshape_batch(ir::graph_builder& g, const ir::node& n, const std::
   return build::reshape(g, batching::move_axis(g, ops[0], b, 0), batching::insert_axis(n.shape, 0, size));
 }
 
+inline void lower_reshape(ir::stablehlo_writer& w) { w.lower_as("stablehlo.reshape"); }
 inline constexpr ir::primitive reshape_p{.name = "reshape", .kind = ir::prim_kind::reshape, .vjp = &reshape_vjp,
-                                         .jvp = &reshape_jvp, .batch = &reshape_batch, .flops_per_element = 0};
+                                         .jvp = &reshape_jvp, .batch = &reshape_batch, .flops_per_element = 0, .lower = &lower_reshape};
 }  // namespace prim
 
 template <class To, Traced X>

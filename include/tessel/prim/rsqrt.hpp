@@ -13,6 +13,7 @@ namespace prim {
 struct rsqrt_rule {
   static constexpr fixed_string name = "tessel::rsqrt";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.rsqrt";
   static constexpr kernels::math_fn math = kernels::math_fn::rsqrt;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / simd::sqrt(x); }

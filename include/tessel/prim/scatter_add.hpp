@@ -106,12 +106,35 @@ constexpr int scatter_add_batch(ir::graph_builder& g, const ir::node& n, const s
                             static_cast<build::index_code>(n.attr.ints[1]));
 }
 
+// StableHLO: indices resolved as take's (an index still outside the axis is dropped by stablehlo.scatter,
+// as fill drops it), the updates added (or, for pred); bf16 summed in f32 and rounded once.
+inline void lower_scatter_add(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const auto axis = static_cast<std::size_t>(n.attr.ints[0]);
+  const auto mode = static_cast<build::index_code>(n.attr.ints[1]);
+  const std::size_t r = w.operand_node(1).shape.rank;
+  const ir::hlo_value k = resolved_indices(w, 1, n.shape.d[axis], mode, nullptr);
+  const ir::dtype_code acc = n.dtype == ir::dtype_code::bf16 ? ir::dtype_code::f32 : n.dtype;
+  auto widened = [&](std::size_t i) { return acc == n.dtype ? w.operand(i) : w.convert(w.operand(i), acc, w.operand_node(i).shape); };
+  const std::string scalar = ir::hlo_type(acc, {});
+  ir::hlo_region add{{scalar, scalar}, [&](const std::vector<ir::hlo_value>& a) {
+                       return std::vector<ir::hlo_value>{w.emit(acc == ir::dtype_code::pred ? "stablehlo.or" : "stablehlo.add", {a[0], a[1]}, {}, scalar)};
+                     }};
+  ir::hlo_properties p;
+  p.add("indices_are_sorted", "false")
+      .add("scatter_dimension_numbers", "#stablehlo.scatter<update_window_dims = " + dim_list(axis, r, n.shape.rank) + ", inserted_window_dims = [" +
+                                            std::to_string(axis) + "], scatter_dims_to_operand_dims = [" + std::to_string(axis) +
+                                            "], index_vector_dim = " + std::to_string(r) + ">")
+      .add("unique_indices", "false");
+  const ir::hlo_value sum = w.emit("stablehlo.scatter", {widened(0), k, widened(2)}, p, {ir::hlo_type(acc, n.shape)}, {add}).front();
+  w.define(acc == n.dtype ? sum : w.convert(sum, n.dtype, n.shape));
+}
 inline constexpr ir::primitive scatter_add_p{.name = "scatter_add",
                                              .kind = ir::prim_kind::layout,
                                              .run = &run_scatter_add,
                                              .vjp = &scatter_add_vjp,
                                              .jvp = &scatter_add_jvp,
-                                             .batch = &scatter_add_batch};
+                                             .batch = &scatter_add_batch, .lower = &lower_scatter_add};
 
 // True, or a compile error naming the three operands: the updates must have take's result shape.
 template <class X, class I, class U, long Axis, class Want>

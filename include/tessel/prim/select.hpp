@@ -8,6 +8,7 @@
 #include <array>
 
 #include "tessel/prim/family/elementwise.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -69,8 +70,9 @@ constexpr int select_jvp(ir::graph_builder& g, int node, const std::array<int, i
   return build::select(g, n.operands[0], a, b);
 }
 
+inline void lower_select(ir::stablehlo_writer& w) { w.lower_as("stablehlo.select"); }
 inline constexpr ir::primitive select_p{.name = "select", .kind = ir::prim_kind::elementwise, .evaluate_splat = &evaluate_select,
-                                        .vjp = &select_vjp, .jvp = &select_jvp, .batch = &batching::elementwise};
+                                        .vjp = &select_vjp, .jvp = &select_jvp, .batch = &batching::elementwise, .lower = &lower_select};
 
 template <class P>
 consteval bool check_predicate() {

@@ -12,6 +12,12 @@ namespace prim {
 struct sign_rule {
   static constexpr fixed_string name = "tessel::sign";
   static constexpr accepts domain = accepts::numeric;
+  static void lower(ir::stablehlo_writer& w) {  // stablehlo.sign takes signed integers: a u32's is x != 0
+    const ir::node& n = w.current();
+    if (n.dtype != ir::dtype_code::u32) return w.lower_as("stablehlo.sign");
+    const ir::hlo_value nonzero = w.compare(w.operand(0), w.constant(n.dtype, 0, n.shape), n.dtype, "NE", ir::hlo_type(ir::dtype_code::pred, n.shape));
+    w.define(w.convert(nonzero, n.dtype, n.shape));
+  }
   static float apply(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }  // keeps NaN and the sign of zero
   static std::int32_t apply(std::int32_t x) { return (x > 0) - (x < 0); }
   static std::uint32_t apply(std::uint32_t x) { return x != 0; }

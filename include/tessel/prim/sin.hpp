@@ -14,6 +14,7 @@ namespace prim {
 struct sin_rule {
   static constexpr fixed_string name = "tessel::sin";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.sine";
   static constexpr kernels::math_fn math = kernels::math_fn::sin;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
   static auto apply(auto x) { return simd::sin(x); }

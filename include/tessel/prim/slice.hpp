@@ -15,6 +15,7 @@
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/family/layout.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -80,6 +81,17 @@ constexpr int slice_batch(ir::graph_builder& g, const ir::node& n, const std::ar
   return build::slice(g, ops[0], start, stride, batching::insert_axis(n.shape, b, g[ops[0]].shape.d[b]));
 }
 
+inline void lower_slice(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const std::size_t rank = n.shape.rank;
+  std::array<std::int64_t, ir::max_rank> limit{};
+  for (std::size_t a = 0; a < rank; ++a)
+    limit[a] = n.shape.d[a] == 0 ? n.attr.ints[a] : n.attr.ints[a] + (static_cast<std::int64_t>(n.shape.d[a]) - 1) * n.attr.ints[rank + a] + 1;
+  w.lower_as("stablehlo.slice", ir::hlo_properties{}
+                                    .i64s("limit_indices", {limit.data(), rank})
+                                    .i64s("start_indices", {n.attr.ints.data(), rank})
+                                    .i64s("strides", {n.attr.ints.data() + rank, rank}));
+}
 inline constexpr ir::primitive slice_p{.name = "slice",
                                        .kind = ir::prim_kind::layout,
                                        .plan_items = &slice_items,
@@ -87,7 +99,7 @@ inline constexpr ir::primitive slice_p{.name = "slice",
                                        .vjp = &slice_vjp,
                                        .jvp = &slice_jvp,
                                        .batch = &slice_batch,
-                                       .flops_per_element = 0};
+                                       .flops_per_element = 0, .lower = &lower_slice};
 
 // The result dims, or a compile error naming the first axis whose bounds are wrong.
 template <class X, auto Starts, auto Limits, auto Strides>

@@ -13,6 +13,7 @@ namespace prim {
 struct sqrt_rule {
   static constexpr fixed_string name = "tessel::sqrt";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.sqrt";
   static constexpr kernels::math_fn math = kernels::math_fn::sqrt;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::sqrt(x); }

@@ -16,7 +16,7 @@ inline constexpr ir::primitive stop_gradient_p{.name = "stop_gradient",
                                                .evaluate = &identity::evaluate,
                                                .batch = &batching::elementwise,
                                                .differentiable = false,
-                                               .flops_per_element = 0};
+                                               .flops_per_element = 0, .lower = &identity::lower};
 }  // namespace prim
 
 template <Traced X>

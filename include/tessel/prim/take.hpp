@@ -24,6 +24,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 
@@ -144,13 +145,73 @@ constexpr int take_batch(ir::graph_builder& g, const ir::node& n, const std::arr
   return build::take(g, ops[0], ops[1], axis, mode);
 }
 
+// ---- export: indices resolved as above, then one stablehlo.gather (or scatter) of rows along the axis ---
+
+// The s32 indices as the gather reads them: counted from the end where negative (fill), clamped (clip),
+// with one index vector axis of size 1 at the end. `valid` is set to where fill keeps the row (null: clip).
+inline ir::hlo_value resolved_indices(ir::stablehlo_writer& w, std::size_t operand, std::size_t n, build::index_code mode, ir::hlo_value* valid) {
+  constexpr ir::dtype_code s32 = ir::dtype_code::s32, pred = ir::dtype_code::pred;
+  const ir::dims is = w.operand_node(operand).shape;
+  const std::string t = ir::hlo_type(s32, is), p = ir::hlo_type(pred, is);
+  const ir::hlo_value idx = w.operand(operand);
+  const auto size = static_cast<double>(n);
+  ir::hlo_value k;
+  if (mode == build::index_code::clip) {
+    k = w.emit("stablehlo.clamp", {w.constant(s32, 0), idx, w.constant(s32, size - 1)}, {}, t);
+  } else {
+    const ir::hlo_value negative = w.compare(idx, w.constant(s32, 0, is), s32, "LT", p);
+    k = w.emit("stablehlo.select", {negative, w.emit("stablehlo.add", {idx, w.constant(s32, size, is)}, {}, t), idx}, {}, t);
+    if (valid)
+      *valid = w.emit("stablehlo.and", {w.compare(k, w.constant(s32, 0, is), s32, "GE", p), w.compare(k, w.constant(s32, size, is), s32, "LT", p)}, {}, p);
+  }
+  ir::dims vector = is;
+  vector.d[vector.rank++] = 1;
+  return w.emit("stablehlo.reshape", {k}, {}, ir::hlo_type(s32, vector));
+}
+inline std::string dim_list(std::size_t axis, std::size_t index_rank, std::size_t rank) {  // every axis but the indices'
+  std::string s = "[";
+  for (std::size_t a = 0, first = 1; a < rank + index_rank - 1; ++a)
+    if (a < axis || a >= axis + index_rank) s += (first-- ? "" : ", ") + std::to_string(a);
+  return s + "]";
+}
+inline void lower_take(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::node& x = w.operand_node(0);
+  const auto axis = static_cast<std::size_t>(n.attr.ints[0]);
+  const auto mode = static_cast<build::index_code>(n.attr.ints[1]);
+  const std::size_t r = w.operand_node(1).shape.rank;
+  ir::hlo_value valid;
+  const ir::hlo_value k = resolved_indices(w, 1, x.shape.d[axis], mode, mode == build::index_code::clip ? nullptr : &valid);
+  std::array<std::int64_t, ir::max_rank> sizes{};
+  for (std::size_t a = 0; a < x.shape.rank; ++a) sizes[a] = a == axis ? 1 : static_cast<std::int64_t>(x.shape.d[a]);
+  ir::hlo_properties p;
+  p.add("dimension_numbers", "#stablehlo.gather<offset_dims = " + dim_list(axis, r, x.shape.rank) + ", collapsed_slice_dims = [" +
+                                 std::to_string(axis) + "], start_index_map = [" + std::to_string(axis) + "], index_vector_dim = " + std::to_string(r) + ">")
+      .add("indices_are_sorted", "false")
+      .i64s("slice_sizes", {sizes.data(), x.shape.rank});
+  const ir::hlo_value rows = w.emit("stablehlo.gather", {w.operand(0), k}, p, w.result_type());
+  if (mode == build::index_code::clip) return w.define(rows);
+  std::array<std::int64_t, ir::max_rank> at{};
+  for (std::size_t a = 0; a < r; ++a) at[a] = static_cast<std::int64_t>(axis + a);
+  const ir::hlo_value kept = w.emit("stablehlo.broadcast_in_dim", {valid}, ir::hlo_properties{}.i64s("broadcast_dimensions", {at.data(), r}),
+                                    ir::hlo_type(ir::dtype_code::pred, n.shape));
+  double value = 0;  // fill_element's values
+  switch (n.dtype) {
+    case ir::dtype_code::f32:
+    case ir::dtype_code::bf16: value = mode == build::index_code::fill ? std::numeric_limits<double>::quiet_NaN() : 0.0; break;
+    case ir::dtype_code::s32: value = mode == build::index_code::fill ? static_cast<double>(std::numeric_limits<std::int32_t>::min()) : 0.0; break;
+    case ir::dtype_code::u32: value = mode == build::index_code::fill ? static_cast<double>(std::numeric_limits<std::uint32_t>::max()) : 0.0; break;
+    case ir::dtype_code::pred: value = mode == build::index_code::fill ? 1.0 : 0.0; break;
+  }
+  w.define(w.emit("stablehlo.select", {kept, rows, w.constant(n.dtype, value, n.shape)}, {}, w.result_type()));
+}
 inline constexpr ir::primitive take_p{.name = "take",
                                       .kind = ir::prim_kind::layout,
                                       .run = &run_take,
                                       .vjp = &take_vjp,
                                       .jvp = &take_jvp,
                                       .batch = &take_batch,
-                                      .flops_per_element = 0};
+                                      .flops_per_element = 0, .lower = &lower_take};
 
 // The shape rule shared by take and scatter_add: X's dims around the axis with I's dims in its place.
 template <fixed_string Op, class X, class I, long Axis>

@@ -15,6 +15,7 @@ namespace prim {
 struct tanh_rule {
   static constexpr fixed_string name = "tessel::tanh";
   static constexpr accepts domain = accepts::floating;
+  static constexpr std::string_view stablehlo = "stablehlo.tanh";
   static constexpr kernels::math_fn math = kernels::math_fn::tanh;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::tanh(x); }

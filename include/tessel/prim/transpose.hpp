@@ -13,6 +13,7 @@
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
 #include "tessel/prim/family/layout.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 namespace prim {
@@ -124,6 +125,10 @@ constexpr int transpose_batch(ir::graph_builder& g, const ir::node& n, const std
   return build::transpose(g, ops[0], batched);
 }
 
+inline void lower_transpose(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  w.lower_as("stablehlo.transpose", ir::hlo_properties{}.i64s("permutation", {n.attr.ints.data(), n.shape.rank}));
+}
 inline constexpr ir::primitive transpose_p{.name = "transpose",
                                            .kind = ir::prim_kind::layout,
                                            .plan_items = &transpose_items,
@@ -131,7 +136,7 @@ inline constexpr ir::primitive transpose_p{.name = "transpose",
                                            .vjp = &transpose_vjp,
                                            .jvp = &transpose_jvp,
                                            .batch = &transpose_batch,
-                                           .flops_per_element = 0};
+                                           .flops_per_element = 0, .lower = &lower_transpose};
 }  // namespace prim
 
 template <std::size_t... Perm, Traced X>

@@ -73,7 +73,8 @@ inline constexpr ir::primitive call_p{.name = "custom_vjp_call",
                                       .vjp = Rule::vjp,
                                       .jvp = &prim::identity::jvp,
                                       .batch = &prim::call_batch,
-                                      .flops_per_element = 0};
+                                      .flops_per_element = 0,
+                                      .lower = &prim::identity::lower};
 
 template <class Bwd, class Out, class Res, class... Args>
 struct rule_of {

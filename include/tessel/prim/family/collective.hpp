@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include <type_traits>
@@ -22,6 +23,7 @@
 #include "tessel/kernels/collective.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel::prim::collective {
 
@@ -189,27 +191,39 @@ struct group {
   std::array<std::size_t, max_mesh_devices> member{};
 };
 
-inline group group_of(const ir::node& n, const kernels::communicator& c, std::size_t device) {
+// The same over a mesh of `rank` axes of these sizes, devices numbered row-major (what a communicator and
+// a StableHLO module's device ids both do).
+constexpr group group_in(const ir::node& n, const std::size_t* sizes, std::size_t rank, std::size_t device) {
+  std::array<std::size_t, 8> coord{};
+  for (std::size_t a = rank, rest = device; a-- > 0;) {
+    coord[a] = rest % sizes[a];
+    rest /= sizes[a];
+  }
   group g;
   const std::size_t k = axis_count(n);
   for (std::size_t i = 0; i < k; ++i) {
-    g.size *= c.axis_size(axis_at(n, i));
-    g.rank = g.rank * c.axis_size(axis_at(n, i)) + c.coordinate(device, axis_at(n, i));
+    g.size *= sizes[axis_at(n, i)];
+    g.rank = g.rank * sizes[axis_at(n, i)] + coord[axis_at(n, i)];
   }
   for (std::size_t j = 0; j < g.size; ++j) {
-    std::array<std::size_t, 8> coord{};
-    for (std::size_t a = 0; a < c.rank(); ++a) coord[a] = c.coordinate(device, a);
+    std::array<std::size_t, 8> at = coord;
     std::size_t rest = j;
     for (std::size_t i = k; i-- > 0;) {
       const std::size_t axis = axis_at(n, i);
-      coord[axis] = rest % c.axis_size(axis);
-      rest /= c.axis_size(axis);
+      at[axis] = rest % sizes[axis];
+      rest /= sizes[axis];
     }
     std::size_t id = 0;
-    for (std::size_t a = 0; a < c.rank(); ++a) id = id * c.axis_size(a) + coord[a];
+    for (std::size_t a = 0; a < rank; ++a) id = id * sizes[a] + at[a];
     g.member[j] = id;
   }
   return g;
+}
+
+inline group group_of(const ir::node& n, const kernels::communicator& c, std::size_t device) {
+  std::array<std::size_t, 8> sizes{};
+  for (std::size_t a = 0; a < c.rank(); ++a) sizes[a] = c.axis_size(a);
+  return group_in(n, sizes.data(), c.rank(), device);
 }
 
 // The communicator of the device running this thread. Outside a shard_map's run a program holds no
@@ -316,6 +330,54 @@ void run_all_reduce(const ir::node& n, const ir::node* const* operands, const vo
     }
   });
   d.comm->finish(d.device);
+}
+
+// ---- export ------------------------------------------------------------------------------------------
+
+// The groups of n's collective over the writer's mesh as StableHLO's replica_groups (device ids, each group
+// in group order), and the properties every collective op carries: a fresh channel and global device ids.
+inline std::vector<group> groups_of(const ir::node& n, const ir::mesh_shape& m) {
+  std::vector<group> out;
+  for (std::size_t d = 0; d < m.devices(); ++d) {
+    const group g = group_in(n, m.sizes.data(), m.rank, d);
+    if (g.member[0] == d) out.push_back(g);
+  }
+  return out;
+}
+inline std::string replica_groups(const std::vector<group>& groups) {
+  std::string s = "dense<[";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    s += i ? ", [" : "[";
+    for (std::size_t j = 0; j < groups[i].size; ++j) s += (j ? ", " : "") + std::to_string(groups[i].member[j]);
+    s += "]";
+  }
+  return s + "]> : tensor<" + std::to_string(groups.size()) + "x" + std::to_string(groups.empty() ? 0 : groups[0].size) + "xi64>";
+}
+inline ir::hlo_properties collective_properties(ir::stablehlo_writer& w, bool global_ids = true) {
+  ir::hlo_properties p;
+  p.add("channel_handle", "#stablehlo.channel_handle<handle = " + std::to_string(w.next_channel()) + ", type = 1>");
+  p.add("replica_groups", replica_groups(groups_of(w.current(), w.mesh)));
+  if (global_ids) p.add("use_global_device_ids", "unit");
+  return p;
+}
+// A reduction over the group (psum, pmax, pmin, psum_scatter) of an f32 x (bf16 is reduced in f32, as the
+// run-time reduction does); `op` writes stablehlo.all_reduce or reduce_scatter with properties p.
+inline ir::hlo_value reduce_over_group(ir::stablehlo_writer& w, std::string_view op, const ir::hlo_value& x, std::string_view combiner,
+                                       const ir::hlo_properties& p, const std::string& type) {
+  const std::string scalar = ir::hlo_type(w.current().dtype == ir::dtype_code::bf16 ? ir::dtype_code::f32 : w.current().dtype, {});
+  ir::hlo_region body{{scalar, scalar}, [&](const std::vector<ir::hlo_value>& a) {
+                        return std::vector<ir::hlo_value>{w.emit(combiner, {a[0], a[1]}, {}, scalar)};
+                      }};
+  return w.emit(op, {x}, p, {type}, {body}).front();
+}
+template <reduction R>
+void lower_all_reduce(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::dtype_code acc = n.dtype == ir::dtype_code::bf16 ? ir::dtype_code::f32 : n.dtype;
+  const ir::hlo_value x = acc == n.dtype ? w.operand(0) : w.convert(w.operand(0), acc, n.shape);
+  constexpr std::string_view combiner = R == reduction::sum ? "stablehlo.add" : R == reduction::max ? "stablehlo.maximum" : "stablehlo.minimum";
+  const ir::hlo_value r = reduce_over_group(w, "stablehlo.all_reduce", x, combiner, collective_properties(w), ir::hlo_type(acc, n.shape));
+  w.define(acc == n.dtype ? r : w.convert(r, n.dtype, n.shape));
 }
 
 }  // namespace tessel::prim::collective

@@ -8,6 +8,9 @@
 //   static auto apply(auto x[, auto y]);          the math, on float, int and (optionally) xsimd batches;
 //                                                 math functions through prim/family/simd_math.hpp
 //   template <class T> using result = ...;        (optional) the output dtype; the input dtype by default
+//   static constexpr std::string_view stablehlo;  the StableHLO op it is ("stablehlo.exponential"), or
+//   comparison ("EQ": stablehlo.compare), or static void lower(ir::stablehlo_writer&) where the op
+//   depends on the dtype
 // Floating tiles (f32 and bf16) are evaluated in float: scalar, with xsimd when apply takes a batch, or
 // with Highway when the rule names a kernel of kernels/hwy_math.hpp (map_unary_f32,
 // prim/family/elementwise-inl.hpp).
@@ -21,6 +24,7 @@
 #include "tessel/ir/tracer.hpp"
 #include "tessel/prim/build.hpp"
 #include "tessel/prim/family/batching.hpp"
+#include "tessel/ir/stablehlo.hpp"
 
 namespace tessel {
 // Defined in prim/broadcast_in_dim.hpp and prim/literal.hpp, which include this file; every primitive's
@@ -116,9 +120,26 @@ constexpr int binary_jvp(ir::graph_builder& g, int node, const std::array<int, i
   return build::add(g, times(g, p[0], t[0]), times(g, p[1], t[1]));
 }
 
+// ---- export: the StableHLO op a rule is ---------------------------------------------------------
+
+template <class Rule>
+void lower_elementwise(ir::stablehlo_writer& w) {
+  if constexpr (requires { Rule::comparison; })
+    w.define(w.compare(w.operand(0), w.operand(1), w.operand_node(0).dtype, Rule::comparison, w.result_type()));
+  else
+    w.lower_as(Rule::stablehlo);
+}
+template <class Rule>
+consteval ir::lower_fn lowering_of() {
+  if constexpr (requires { &Rule::lower; }) return &Rule::lower;
+  else if constexpr (requires { Rule::stablehlo; } || requires { Rule::comparison; }) return &lower_elementwise<Rule>;
+  else return nullptr;
+}
+
 template <class Rule>
 consteval ir::primitive unary_primitive(std::string_view name, double flops = 1) {
-  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_unary<Rule>, .flops_per_element = flops};
+  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate = &evaluate_unary<Rule>, .flops_per_element = flops,
+                  .lower = lowering_of<Rule>()};
   p.batch = &batching::elementwise;
   if constexpr (HasDerivative<Rule>) {
     p.vjp = &unary_vjp<Rule>;
@@ -130,7 +151,8 @@ consteval ir::primitive unary_primitive(std::string_view name, double flops = 1)
 }
 template <class Rule>
 consteval ir::primitive binary_primitive(std::string_view name, double flops = 1) {
-  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate_splat = &evaluate_binary<Rule>, .flops_per_element = flops};
+  ir::primitive p{.name = name, .kind = ir::prim_kind::elementwise, .evaluate_splat = &evaluate_binary<Rule>, .flops_per_element = flops,
+                  .lower = lowering_of<Rule>()};
   p.batch = &batching::elementwise;
   if constexpr (HasPartials<Rule>) {
     p.vjp = &binary_vjp<Rule>;

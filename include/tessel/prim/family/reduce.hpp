@@ -52,6 +52,22 @@ constexpr int chooser_jvp(ir::graph_builder& g, int node, const std::array<int, 
   return build::reduce(g, reduce_sum_p, build::mul(g, chooser_weights(g, node), t[0]), build::reduced_axes(g[node]));
 }
 
+// StableHLO: stablehlo.reduce from the identity with the rule's combiner; bf16 accumulates in f32, as the
+// kernels do, and is rounded once at the end.
+template <class Rule>
+void lower_reduce(ir::stablehlo_writer& w) {
+  const ir::node& n = w.current();
+  const ir::dtype_code acc = n.dtype == ir::dtype_code::bf16 ? ir::dtype_code::f32 : n.dtype;
+  ir::hlo_value x = w.operand(0);
+  if (acc != n.dtype) x = w.convert(x, acc, w.operand_node(0).shape);
+  const double identity = acc == ir::dtype_code::f32   ? static_cast<double>(Rule::template identity<float>())
+                          : acc == ir::dtype_code::s32 ? static_cast<double>(Rule::template identity<std::int32_t>())
+                                                       : static_cast<double>(Rule::template identity<std::uint32_t>());
+  const ir::hlo_value r = w.reduce(x, w.constant(acc, identity), acc, Rule::stablehlo, {n.attr.ints.data(), n.attr.count},
+                                   ir::hlo_type(acc, n.shape));
+  w.define(acc == n.dtype ? r : w.convert(r, n.dtype, n.shape));
+}
+
 template <class Rule>
 consteval ir::primitive reduce_primitive(std::string_view name, bool chooser) {
   return ir::primitive{.name = name,
@@ -61,7 +77,8 @@ consteval ir::primitive reduce_primitive(std::string_view name, bool chooser) {
                        .init = &init<Rule>,
                        .vjp = chooser ? &chooser_vjp : &sum_vjp,
                        .jvp = chooser ? &chooser_jvp : &sum_jvp,
-                       .batch = &batching::reduction};
+                       .batch = &batching::reduction,
+                       .lower = &lower_reduce<Rule>};
 }
 
 // Axes must be distinct and in range; negative axes count from the end. No axes (the sum of a scalar, as
