@@ -2,7 +2,7 @@
 # core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle.
 include(GoogleTest)
 
-set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle)
+set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export)
 
 # tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY])
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.

@@ -4,7 +4,8 @@
 // one manifest line per case, for judge.py, which computes the same with JAX (the function of the same
 // name in cases.py) and compares within the bounds stated there.
 //
-// What one case writes, into DIR/<case>/ (f32 functions of at least one f32 input get all four):
+// What one case writes, into DIR/<case>/ (f32 functions of at least one f32 input get all four), and
+// the StableHLO modules of the first three programs (value.mlir, vjp.mlir, jvp.mlir: tests/export):
 //   value   jit(f)(inputs)
 //   vjp     jit(vjp(f))(inputs) pulled back from a random cotangent: one file per f32 input
 //   jvp     jit(jvp(f)) in random tangents of the f32 inputs (zeros for the others, as JAX's float0)
@@ -34,6 +35,7 @@
 #include "tessel/jit.hpp"
 #include "tessel/lax.hpp"
 #include "tessel/dump.hpp"
+#include "tessel/export.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/transform/grad.hpp"
 #include "tessel/transform/vmap.hpp"
@@ -44,6 +46,7 @@ struct suite {
   std::filesystem::path dir;
   std::ofstream manifest;
   std::set<std::string> primitives;  // names of every primitive a checked program holds
+  std::set<std::string> exported;    // ... and an exported one (tests/export runs those modules under XLA)
   int cases = 0;
   explicit suite(std::filesystem::path d) : dir(std::move(d)) {
     std::filesystem::create_directories(dir);
@@ -103,6 +106,14 @@ template <class F, class... X>
 void record(suite& s) {
   using program = typename jitted<F>::template traced_for<X...>;
   for (const auto& n : program::program.nodes) s.primitives.insert(std::string(n.prim->name));
+}
+
+// Writes the StableHLO module of f on arguments x (a function, a shard_map or a jit with shardings) for
+// tests/export/run_xla.py, and records the primitives of its program as exported.
+template <class Program, class F, class... X>
+void export_module(suite& s, const std::filesystem::path& path, const F& f, const X&... x) {
+  for (const auto& n : Program::program.nodes) s.exported.insert(std::string(n.prim->name));
+  std::ofstream(path) << export_stablehlo(f, x...);
 }
 
 // The B = 3 slices stacked along axis A of the batched rank.
@@ -193,6 +204,7 @@ void check(suite& s, const std::string& fn, const std::string& label, F, const o
   const auto value = jit(F{})(x...);
   using Out = std::remove_cvref_t<decltype(value)>;
   save(d / "value.npy", value);
+  export_module<typename jitted<F>::template traced_for<X...>>(s, d / "value.mlir", F{}, x...);
   std::ostringstream line;
   line << "{\"case\": \"" << label << "\", \"fn\": \"" << fn << "\", \"inputs\": [";
   int k = 0;
@@ -208,6 +220,7 @@ void check(suite& s, const std::string& fn, const std::string& label, F, const o
       record<decltype(pull), Out, X...>(s);
       const auto cts = jit(pull)(ct, x...);
       save_tuple(d, "vjp", cts);
+      export_module<typename jitted<decltype(pull)>::template traced_for<Out, X...>>(s, d / "vjp.mlir", pull, ct, x...);
       const auto tangents = [&]<std::size_t... K>(std::index_sequence<K...>) {
         return std::make_tuple((is_f32<typename X::value_type> ? uniform<X>(seed + 1 + static_cast<std::uint32_t>(K)) : X{})...);
       }(std::index_sequence_for<X...>{});
@@ -223,6 +236,8 @@ void check(suite& s, const std::string& fn, const std::string& label, F, const o
       record<decltype(push), X..., X...>(s);
       const auto jv = std::apply([&](const auto&... t) { return jit(push)(x..., t...); }, tangents);
       save(d / "jvp.npy", jv);
+      std::apply([&](const auto&... t) { export_module<typename jitted<decltype(push)>::template traced_for<X..., X...>>(s, d / "jvp.mlir", push, x..., t...); },
+                 tangents);
       line << ", \"jvp\": true";
       }
       line << ", \"vjp\": true";
@@ -272,6 +287,7 @@ void check_call(suite& s, const std::string& fn, const std::string& label, G g, 
   }
   if constexpr (dump_detail::Sharded<G>) {  // a shard_map or a jit with shardings: its collectives, for judge.py
     std::ofstream(d / "plan.txt") << dump(g, x...);
+    export_module<typename G::template traced_for<X...>>(s, d / "value.mlir", g, x...);
     line << ", \"plan\": true";
   }
   line << "}\n";
@@ -302,9 +318,17 @@ int run_suite(int argc, char** argv, bool (*wanted)(const ir::primitive&), Cases
     std::fprintf(stderr, "oracle: primitive %s is in no case of %s: add one (tests/oracle/*_cases.cpp and cases.py)\n", name.c_str(), argv[0]);
     ++missing;
   }
-  std::printf("oracle: %d cases covering %d of the %zu primitives this binary judges (of %zu in all), written to %s\n", s.cases,
-              selected - missing, static_cast<std::size_t>(selected), all_primitives.size(), argv[1]);
-  return missing == 0 ? 0 : 1;
+  int unexported = 0;
+  for (const ir::primitive* p : all_primitives) {
+    if (wanted == nullptr || !wanted(*p) || s.exported.contains(std::string(p->name))) continue;
+    std::fprintf(stderr, "oracle: primitive %s is in no exported program of %s: add a case whose value, VJP or JVP holds it\n",
+                 std::string(p->name).c_str(), argv[0]);
+    ++unexported;
+  }
+  std::printf("oracle: %d cases covering %d of the %zu primitives this binary judges (of %zu in all), %d of them in exported programs, "
+              "written to %s\n",
+              s.cases, selected - missing, static_cast<std::size_t>(selected), all_primitives.size(), selected - unexported, argv[1]);
+  return missing == 0 && unexported == 0 ? 0 : 1;
 }
 
 }  // namespace tessel::oracle

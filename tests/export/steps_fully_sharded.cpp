@@ -1,0 +1,9 @@
+// The Fashion-MNIST MLP's fully sharded step (jit with shardings over ("data", 2)) as XLA runs it.
+#include "steps_fashion_mnist.hpp"
+
+namespace tessel::export_test {
+void write_fully_sharded(const std::string& dir, int steps) {
+  using namespace fashion_mnist;
+  write_fashion_steps<mlp<>, 32>(dir, make_step<float, 2, in_process, layout::fully_sharded>(), steps);
+}
+}  // namespace tessel::export_test
