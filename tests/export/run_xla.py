@@ -72,10 +72,10 @@ def compile_module(text):
     return devices, devices[0].client.compile_and_load(text, xla_client.DeviceList(tuple(devices)), options)
 
 
-def run_module(text, inputs):
+def run_module(text, inputs, compiled=None):
     """The module's outputs on the inputs (global arrays, placed as its parameters' shardings say), and the
-    text of XLA's compiled HLO module."""
-    devices, executable = compile_module(text)
+    text of XLA's compiled HLO module; `compiled`: compile_module(text), when the caller runs it again."""
+    devices, executable = compiled or compile_module(text)
     hlo = executable.hlo_modules()[0].to_string()
     if len(devices) == 1:
         return [np.asarray(r) for r in executable.execute([jax.device_put(x, devices[0]) for x in inputs])], hlo
@@ -231,9 +231,10 @@ def run_steps(root):
         param_bound = PARAM_LR_FRACTION * max(float(step[-1]) for step in data)
         problems, worst, hlo = [], {"params": 0.0, "state": 0.0, "outputs": 0.0}, None
         try:
-            devices, _ = compile_module(text)
+            compiled = compile_module(text)  # once: every step runs the same executable
+            devices = compiled[0]
             for k in range(meta["steps"]):
-                results, hlo = run_module(text, carried + data[k])
+                results, hlo = run_module(text, carried + data[k], compiled)
                 for j, r in enumerate(results):
                     want = np.load(os.path.join(d, f"out{k}_{j}.npy"))
                     kind = "params" if j < params else "state" if j < carried_count else "outputs"
