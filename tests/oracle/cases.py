@@ -144,7 +144,9 @@ case("conv_dilated", lambda x, w: lax.conv_general_dilated(x, w, (1, 2), [(1, 0)
 
 
 def pool(init, op, window, strides, padding):
-    return lambda x: lax.reduce_window(x, jnp.asarray(init, x.dtype), op, (1, *window, 1), (1, *strides, 1), padding)
+    # A NumPy init value: a concrete one makes reduce_window the max or sum monoid, which JAX differentiates
+    # (under jit, jnp.asarray would be a tracer, and the generic reduce_window has no derivative).
+    return lambda x: lax.reduce_window(x, np.array(init, x.dtype), op, (1, *window, 1), (1, *strides, 1), padding)
 
 
 def avg_pool(window, strides, padding, count_include_pad):

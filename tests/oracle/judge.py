@@ -163,7 +163,7 @@ def compare(got, want, dtype, case, what, xs=None, exact=None):
             # Where tessel's result is the exact value rounded once and XLA's is not, tessel is right: XLA
             # evaluates some bf16 compositions in bf16 steps (logistic: negate, exp, add, divide, each
             # rounded to bf16) and rewrites x / broadcast(y) as x * (1 / y) under vmap.
-            exact = ieee_reference(case, xs, dtype)
+            exact = np.broadcast_to(ieee_reference(case, xs, dtype), got.shape)  # vmap: unbatched inputs lead with 1
             off = np.abs(ordered(got) - ordered(want.astype(got.dtype))) > case.ulp_for(dtype)
             if compare_ulp(got[off], exact[off], 0) is None:
                 explain("tessel correctly rounded where XLA is not (bf16 steps; x * (1 / y) for x / y)", off.sum())
@@ -272,8 +272,7 @@ def judge_case(root, entry):
     floats = [k for k, t in enumerate(dtypes) if t == "f32"]
     if entry.get("vjp"):
         ct = load(os.path.join(d, "ct.npy"), out)
-        _, pull = jax.vjp(f, *xs)
-        cts = pull(ct)
+        cts = jax.jit(lambda xs, ct: jax.vjp(f, *xs)[1](ct))(xs, ct)
         for k in floats:
             report(f"vjp of input {k}", compare(load(os.path.join(d, f"vjp{k}.npy"), "f32"), cts[k], "f32", case, "vjp",
                                                 exact=lambda k=k: jax.vjp(f, *f64(xs))[1](*f64([ct]))[k]))
@@ -284,14 +283,24 @@ def judge_case(root, entry):
                 tans.append(load(os.path.join(d, f"tan{k}.npy"), t))
             else:
                 tans.append(np.zeros(xs[k].shape, dtype=jax.dtypes.float0))
-        _, t_out = jax.jvp(f, tuple(xs), tuple(tans))
+
+        def tangent_out(xs, float_tans):  # the float0 tangents are constants: jit takes arrays of numbers
+            it = iter(float_tans)
+            return jax.jvp(f, tuple(xs), tuple(next(it) if t == "f32" else z for t, z in zip(dtypes, tans)))[1]
+        t_out = jax.jit(tangent_out)(xs, [tans[k] for k in floats])
         report("jvp", compare(load(os.path.join(d, "jvp.npy"), out), t_out, out, case, "jvp",
                               exact=lambda: jax.jvp(f, tuple(f64(xs)), tuple(f64(tans)))[1]))
     for j, axes in enumerate(entry.get("vmap", [])):
         bs = [load(os.path.join(d, f"vmap{j}_in{k}.npy"), t) for k, t in enumerate(dtypes)]
-        w = jax.vmap(f, in_axes=tuple(axes))(*bs)
-        # The IEEE reference sees the batch axis first and the unbatched arguments with a leading axis of 1.
-        lead = [np.moveaxis(b, a, 0) if a is not None else np.asarray(b)[None] for b, a in zip(bs, axes)]
+        w = jax.jit(jax.vmap(f, in_axes=tuple(axes)))(*bs)
+        # The IEEE reference sees the batch axis first, the unbatched arguments with a leading axis of 1, and
+        # each argument with 1s after it up to the result's rank, as NumPy broadcasts within one element.
+        rank = np.ndim(w) - 1
+
+        def leading(b, a):
+            e = np.moveaxis(b, a, 0) if a is not None else np.asarray(b)[None]
+            return e.reshape(e.shape[:1] + (1,) * max(rank - (e.ndim - 1), 0) + e.shape[1:])
+        lead = [leading(b, a) for b, a in zip(bs, axes)]
         report(f"vmap in_axes={axes}", compare(load(os.path.join(d, f"vmap{j}_out.npy"), out), w, out, case, "vmap", lead,
                                                exact=lambda bs=bs, axes=axes: jax.vmap(f, in_axes=tuple(axes))(*f64(bs))))
     return problems
