@@ -4,15 +4,17 @@ include(GoogleTest)
 
 set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export)
 
-# tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY])
+# tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY] [KERNELS])
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.
+# KERNELS: its run time is kernels it instantiates itself (Highway's, for every target), which keep -O1
+# under the sanitizers where the other tests build at -O0.
 # HEAVY: its translation units are template-heavy (transform checkers over every primitive) while the code
 # they run at run time is the executor's, which the other tests already run under the sanitizers; it is
 # built and run in the Release build only, not again in the sanitizer build (TESSEL_SANITIZE). The other
 # tests are left out of a Release build with TESSEL_RUNTIME_TESTS_SANITIZED_ELSEWHERE: a sanitizer build
 # runs them.
 function(tessel_add_test name)
-  cmake_parse_arguments(arg "HEAVY" "LABEL" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "HEAVY;KERNELS" "LABEL" "SOURCES" ${ARGN})
   if(NOT arg_LABEL IN_LIST TESSEL_TEST_LABELS)
     message(FATAL_ERROR "tessel_add_test(${name}): LABEL '${arg_LABEL}' is not one of: ${TESSEL_TEST_LABELS}")
   endif()
@@ -25,9 +27,14 @@ function(tessel_add_test name)
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE tessel::tessel tessel_project_options tessel_test_support GTest::gtest_main)
   # Tests build at -O1 in a Release build (vmap/transform_test.cpp: 12.7 s, against 14.9 at -O2 and 17.0
-  # at -O3, g++ 12), as in the sanitizer build: their time is compilation. The library (the executor and
-  # the kernels), the examples and the benchmarks keep -O3, and the examples' tests run that code.
+  # at -O3, g++ 12) and at -O0 in the sanitizer build (grad/remat_test.cpp: 10.9 s against 19.3 at -O1;
+  # at -O0 the Release build's constexpr-bound files gain nothing): their time is compilation. The
+  # library (the executor and the kernels), the examples and the benchmarks keep their -O3 (-O1 under
+  # the sanitizers), and the examples' tests run that code.
   target_compile_options(${name} PRIVATE $<$<CONFIG:Release>:-O1>)
+  if(TESSEL_SANITIZE AND NOT arg_KERNELS)
+    target_compile_options(${name} PRIVATE -O0)
+  endif()
   gtest_discover_tests(${name} PROPERTIES LABELS ${arg_LABEL} DISCOVERY_TIMEOUT 60)
 endfunction()
 
@@ -112,9 +119,10 @@ function(tessel_add_header_check)
   endforeach()
   add_library(tessel_header_check OBJECT EXCLUDE_FROM_ALL ${sources})
   target_link_libraries(tessel_header_check PRIVATE tessel::tessel)
-  # -O0: the check is about includes and warnings; the implementation headers' code is compiled (and
-  # optimized) in the library already (kernels/implementation.hpp took 26 s here at -O3).
-  target_compile_options(tessel_header_check PRIVATE -Wall -Wextra -Wpedantic -Werror -O0)
+  # -fsyntax-only: the check is about includes and warnings (the compiler front end's), and the
+  # implementation headers' code is compiled in the library already; writes no object, so the test
+  # compiles every header each time it runs (kernels/implementation.hpp: 26 s at -O3).
+  target_compile_options(tessel_header_check PRIVATE -Wall -Wextra -Wpedantic -Werror -fsyntax-only)
   add_test(NAME headers.self_contained
     COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target tessel_header_check)
   set_tests_properties(headers.self_contained PROPERTIES LABELS headers)
