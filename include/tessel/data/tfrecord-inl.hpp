@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -183,6 +184,15 @@ class wire_reader {
     rest_.remove_prefix(4);
     return v;
   }
+  // The next length-delimited field numbered `field` (the fields before it skipped); none at the end.
+  std::optional<std::string_view> next_message(std::uint64_t field) {
+    while (!done()) {
+      const auto [f, t] = key();
+      if (f == field && t == 2) return length_delimited();
+      skip(t);
+    }
+    return std::nullopt;
+  }
   void skip(unsigned wire_type) {
     switch (wire_type) {
       case 0: varint(); return;
@@ -216,11 +226,7 @@ feature_values parse_feature(std::string_view bytes, const std::string& path) {
     wire_reader list(r.length_delimited(), path + (field == 1 ? ".bytes_list" : field == 2 ? ".float_list" : ".int64_list"));
     if (field == 1) {
       std::vector<std::string> v;
-      while (!list.done()) {
-        const auto [f, t] = list.key();
-        if (f == 1 && t == 2) v.emplace_back(list.length_delimited());
-        else list.skip(t);
-      }
+      while (const auto b = list.next_message(1)) v.emplace_back(*b);
       values = std::move(v);
     } else if (field == 2) {
       std::vector<float> v;
@@ -308,20 +314,10 @@ const std::vector<std::int64_t>& example::int64s(std::string_view name) const {
 example parse_example(std::string_view bytes) {
   example e;
   detail::wire_reader top(bytes, "Example");
-  while (!top.done()) {
-    const auto [field, type] = top.key();
-    if (field != 1 || type != 2) {
-      top.skip(type);
-      continue;
-    }
-    detail::wire_reader features(top.length_delimited(), "Example.features");
-    while (!features.done()) {
-      const auto [f, t] = features.key();
-      if (f != 1 || t != 2) {
-        features.skip(t);
-        continue;
-      }
-      detail::wire_reader entry(features.length_delimited(), "Example.features.feature");
+  while (const auto features_message = top.next_message(1)) {
+    detail::wire_reader features(*features_message, "Example.features");
+    while (const auto entry_message = features.next_message(1)) {
+      detail::wire_reader entry(*entry_message, "Example.features.feature");
       std::string name;
       std::string_view value;
       while (!entry.done()) {

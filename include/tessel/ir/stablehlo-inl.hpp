@@ -176,9 +176,9 @@ void stablehlo_writer::lower(int id) {
 // ---- the module ------------------------------------------------------------------------------------
 
 namespace stablehlo_detail {
-// Writes the nodes of region `region` (-1: the function itself) among ids [lo, hi), in table order; a
+// Writes the nodes of region `region` (-1: the function itself) among ids [0, hi), in table order; a
 // construct is written where its first output stands.
-void write_nodes(stablehlo_writer& w, const program_view& p, const std::vector<int>& region_of, int region, int lo, int hi);
+void write_nodes(stablehlo_writer& w, const program_view& p, const std::vector<int>& region_of, int region, int hi);
 std::string type_of(const node& n);
 
 // Binds region r's parameters to `values`, writes its nodes and returns the values of its results.
@@ -186,7 +186,7 @@ std::vector<hlo_value> write_region(stablehlo_writer& w, const program_view& p, 
                                     const std::vector<hlo_value>& values) {
   const frozen_region& fr = p.region(r);
   for (int k = 0; k < fr.param_count; ++k) w.set_value(p.region_int(fr.params + k), values[static_cast<std::size_t>(k)]);
-  write_nodes(w, p, region_of, r, 0, hi);
+  write_nodes(w, p, region_of, r, hi);
   std::vector<hlo_value> results;
   for (int k = 0; k < fr.result_count; ++k) results.push_back(w.value(p.region_int(fr.results + k)));
   return results;
@@ -276,8 +276,8 @@ void write_construct(stablehlo_writer& w, const program_view& p, const std::vect
   else write_switch(w, p, region_of, fc, first_output);
 }
 
-void write_nodes(stablehlo_writer& w, const program_view& p, const std::vector<int>& region_of, int region, int lo, int hi) {
-  for (int id = lo; id < hi; ++id) {
+void write_nodes(stablehlo_writer& w, const program_view& p, const std::vector<int>& region_of, int region, int hi) {
+  for (int id = 0; id < hi; ++id) {
     if (region_of[static_cast<std::size_t>(id)] != region) continue;
     const node& n = p[id];
     switch (n.prim->kind) {
@@ -292,9 +292,7 @@ void write_nodes(stablehlo_writer& w, const program_view& p, const std::vector<i
     }
   }
 }
-}  // namespace stablehlo_detail
 
-namespace stablehlo_detail {
 std::string mesh_text(const mesh_shape& m) {
   std::string s = "<[";
   for (std::size_t a = 0; a < m.rank; ++a) s += (a ? ", \"" : "\"") + std::string(m.name(a)) + "\"=" + std::to_string(m.sizes[a]);
@@ -346,7 +344,7 @@ std::string write_stablehlo(const program_view& p, std::string_view module_name,
     }
     locals.resize(leaves);
   }
-  stablehlo_detail::write_nodes(w, p, region_of, -1, 0, static_cast<int>(p.size));
+  stablehlo_detail::write_nodes(w, p, region_of, -1, static_cast<int>(p.size));
   std::vector<hlo_value> results;
   for (std::size_t o = 0; o < p.output_count; ++o) results.push_back(w.value(p.outputs[o]));
   std::string body;

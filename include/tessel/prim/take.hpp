@@ -54,36 +54,27 @@ constexpr axis_view view_around(const ir::dims& s, std::size_t axis) {
   return v;
 }
 
-// The bytes of one fill element: JAX's invalid value per dtype, or zero for the derivative rules.
-inline void fill_element(ir::dtype_code dtype, build::index_code mode, unsigned char* out) {
-  const bool zero = mode != build::index_code::fill;
+// What an out-of-range index gives: JAX's invalid value per dtype (NaN, the lowest s32, the largest u32,
+// true), or zero in the derivative rules' mode. run_take writes it, the lowering selects it.
+inline double fill_value(ir::dtype_code dtype, build::index_code mode) {
+  if (mode != build::index_code::fill) return 0;
   switch (dtype) {
-    case ir::dtype_code::f32: {
-      const std::uint32_t bits = zero ? 0u : 0x7fc00000u;
-      std::memcpy(out, &bits, 4);
-      break;
-    }
-    case ir::dtype_code::bf16: {
-      const std::uint16_t bits = zero ? 0u : 0x7fc0u;
-      std::memcpy(out, &bits, 2);
-      break;
-    }
-    case ir::dtype_code::s32: {
-      const std::int32_t v = zero ? 0 : std::numeric_limits<std::int32_t>::min();
-      std::memcpy(out, &v, 4);
-      break;
-    }
-    case ir::dtype_code::u32: {
-      const std::uint32_t v = zero ? 0u : std::numeric_limits<std::uint32_t>::max();
-      std::memcpy(out, &v, 4);
-      break;
-    }
-    case ir::dtype_code::pred: {
-      const bool v = !zero;
-      std::memcpy(out, &v, 1);
-      break;
-    }
+    case ir::dtype_code::f32:
+    case ir::dtype_code::bf16: return std::numeric_limits<double>::quiet_NaN();
+    case ir::dtype_code::s32: return std::numeric_limits<std::int32_t>::min();
+    case ir::dtype_code::u32: return std::numeric_limits<std::uint32_t>::max();
+    case ir::dtype_code::pred: return 1;
   }
+  return 0;
+}
+
+// The bytes of one fill element (a quiet NaN converts to 0x7fc00000 in f32, 0x7fc0 in bf16).
+inline void fill_element(ir::dtype_code dtype, build::index_code mode, unsigned char* out) {
+  const double value = fill_value(dtype, mode);
+  visit_dtype(dtype, [&]<class T>(T) {
+    const T element = static_cast<T>(value);
+    std::memcpy(out, &element, sizeof(T));
+  });
 }
 
 // attr: axis, index_code. Each index copies one contiguous row of `inner` elements.
@@ -195,15 +186,7 @@ inline void lower_take(ir::stablehlo_writer& w) {
   for (std::size_t a = 0; a < r; ++a) at[a] = static_cast<std::int64_t>(axis + a);
   const ir::hlo_value kept = w.emit("stablehlo.broadcast_in_dim", {valid}, ir::hlo_properties{}.i64s("broadcast_dimensions", {at.data(), r}),
                                     ir::hlo_type(ir::dtype_code::pred, n.shape));
-  double value = 0;  // fill_element's values
-  switch (n.dtype) {
-    case ir::dtype_code::f32:
-    case ir::dtype_code::bf16: value = mode == build::index_code::fill ? std::numeric_limits<double>::quiet_NaN() : 0.0; break;
-    case ir::dtype_code::s32: value = mode == build::index_code::fill ? static_cast<double>(std::numeric_limits<std::int32_t>::min()) : 0.0; break;
-    case ir::dtype_code::u32: value = mode == build::index_code::fill ? static_cast<double>(std::numeric_limits<std::uint32_t>::max()) : 0.0; break;
-    case ir::dtype_code::pred: value = mode == build::index_code::fill ? 1.0 : 0.0; break;
-  }
-  w.define(w.emit("stablehlo.select", {kept, rows, w.constant(n.dtype, value, n.shape)}, {}, w.result_type()));
+  w.define(w.emit("stablehlo.select", {kept, rows, w.constant(n.dtype, fill_value(n.dtype, mode), n.shape)}, {}, w.result_type()));
 }
 inline constexpr ir::primitive take_p{.name = "take",
                                       .kind = ir::prim_kind::layout,
