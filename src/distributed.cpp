@@ -33,6 +33,12 @@ state& run_state() {
   std::abort();
 }
 
+std::string hex(std::uint64_t v) {
+  char text[19];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
 // Waits for a request, polling (MPI progresses in the calls), until the deadline.
 void wait_for(MPI_Request& request, const char* what, std::uint64_t collective) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(run_state().timeout_seconds);
@@ -50,25 +56,35 @@ void wait_for(MPI_Request& request, const char* what, std::uint64_t collective) 
   }
 }
 
-// Every process's collective number and total size: a process that runs another program, or another
-// mesh, is found here instead of corrupting memory; one that stopped calling, or died, by the deadline.
-// Once every process has answered, the data's own (blocking) call cannot wait on a missing process.
-void check_same_collective(std::size_t bytes, const char* what) {
+// Every process's collective number, program fingerprint and total size: a process that runs another
+// program, or the same one built or set up otherwise, or over another mesh, is found here before any data
+// moves; one that stopped calling, or died, by the deadline. Once every process has answered, the data's
+// own (blocking) call cannot wait on a missing process.
+void check_same_collective(std::uint64_t program, std::size_t bytes, const char* what) {
   state& s = run_state();
   const std::uint64_t collective = s.collectives++;
-  std::uint64_t mine[2] = {collective, bytes};
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(s.count));
+  std::uint64_t mine[3] = {collective, program, bytes};
+  std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(s.count));
   MPI_Request request;
-  MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &request);
+  MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, MPI_COMM_WORLD, &request);
   wait_for(request, what, collective);
-  for (int p = 0; p < s.count; ++p)
-    if (all[2 * p] != collective || all[2 * p + 1] != bytes)
-      fail("collective " + std::to_string(collective) + " (" + what + "): this process sends " + std::to_string(bytes) +
-           " bytes, process " + std::to_string(p) + " sends " + std::to_string(all[2 * p + 1]) + " bytes at its collective " +
-           std::to_string(all[2 * p]) + "; every process must run the same program over the same mesh");
+  const std::string here = "collective " + std::to_string(collective) + " (" + what + "): ";
+  for (int p = 0; p < s.count; ++p) {
+    const std::uint64_t* theirs = &all[3 * static_cast<std::size_t>(p)];
+    if (theirs[0] != collective)
+      fail(here + "process " + std::to_string(p) + " is at its collective " + std::to_string(theirs[0]) +
+           "; every process must run the same programs in the same order");
+    if (theirs[1] != program)
+      fail(here + "this process runs program " + hex(program) + ", process " + std::to_string(p) + " runs program " + hex(theirs[1]) +
+           "; the fingerprint covers the program, its mesh and layouts, the compiler, the instruction sets and the kernel "
+           "settings (TESSEL_MATH_PATH, TESSEL_BF16_PRODUCTS): start every process from the same binary, with the same settings, on "
+           "machines of one kind");
+    if (theirs[2] != bytes)
+      fail(here + "this process sends " + std::to_string(bytes) + " bytes, process " + std::to_string(p) + " sends " +
+           std::to_string(theirs[2]) + "; every process must run the same program over the same mesh");
+  }
   if (bytes > static_cast<std::size_t>(INT_MAX))
-    fail("collective " + std::to_string(collective) + " (" + what + ") moves " + std::to_string(bytes) +
-         " bytes, more than one MPI message holds (2^31 - 1)");
+    fail(here + "moves " + std::to_string(bytes) + " bytes, more than one MPI message holds (2^31 - 1)");
 }
 
 std::vector<int> as_ints(const std::size_t* values) {
@@ -83,20 +99,20 @@ std::size_t total(const std::size_t* values) {
 }
 
 // The blocking calls, which OpenMPI tunes for large messages (measured: bench/README.md).
-void all_gather(const void* send, std::size_t bytes, void* received) {
-  check_same_collective(bytes, "all_gather");
+void all_gather(std::uint64_t program, const void* send, std::size_t bytes, void* received) {
+  check_same_collective(program, bytes, "all_gather");
   MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
 }
 
-void exchange(const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
+void exchange(std::uint64_t program, const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
               const std::size_t* received_sizes, const std::size_t* received_offsets) {
-  check_same_collective(total(sizes), "exchange");
+  check_same_collective(program, total(sizes), "exchange");
   const std::vector<int> n = as_ints(sizes), at = as_ints(offsets), rn = as_ints(received_sizes), rat = as_ints(received_offsets);
   MPI_Alltoallv(send, n.data(), at.data(), MPI_BYTE, received, rn.data(), rat.data(), MPI_BYTE, MPI_COMM_WORLD);
 }
 
-void gather_blocks(void* buffer, const std::size_t* sizes, const std::size_t* offsets) {
-  check_same_collective(total(sizes), "gather_blocks");
+void gather_blocks(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) {
+  check_same_collective(program, total(sizes), "gather_blocks");
   const std::vector<int> n = as_ints(sizes), at = as_ints(offsets);
   MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, n.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD);
 }

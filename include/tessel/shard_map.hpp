@@ -40,6 +40,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -55,6 +56,8 @@
 #include "tessel/transform/shard_map.hpp"
 #include "tessel/transform/update_sharding.hpp"
 #include "tessel/transform/vmap.hpp"
+#include "tessel/core/fingerprint.hpp"
+#include "tessel/ir/program.hpp"
 
 namespace tessel {
 namespace shard_detail {
@@ -233,17 +236,44 @@ struct device_job {
   std::vector<copy_back> copies;
   // Result leaves with blocks on other processes (split over an axis that spans processes).
   struct exchange {
-    void (*gather)(void* global, std::size_t first_local) = nullptr;
+    void (*gather)(std::uint64_t program, void* global, std::size_t first_local) = nullptr;
     void* global = nullptr;
   };
   std::vector<exchange> exchanges;
   std::size_t first_local = 0, local_count = D;
+  std::uint64_t program = 0;  // program_fingerprint
 
   static void run_device(void* job, std::size_t device) {
     auto& j = *static_cast<device_job*>(job);
     run::execute(*j.view, j.parameters[device].data(), j.outputs[device].data());
   }
 };
+
+// A type's name as this compiler writes it.
+template <class T>
+constexpr std::string_view type_text() {
+  return __PRETTY_FUNCTION__;
+}
+
+// What the processes of a run must agree on before they exchange data (the process transport compares it
+// at every exchange, kernels/collective.hpp): the per-device program, the mesh (its axes, their sizes and
+// which span processes), the layouts of the arguments and results, and the build and kernel choices of
+// each process (kernels::add_build). Two processes started from different programs, flags or settings
+// refuse to run together instead of exchanging bytes that happen to be as many.
+template <class M, class InSpecs, class OutSpecs, class Program>
+std::uint64_t program_fingerprint(const Program& program) {
+  static const std::uint64_t of_program = [&] {
+    fingerprint f;
+    ir::add_program(f, ir::view_of(program));
+    f.add(type_text<M>());
+    f.add(type_text<InSpecs>());
+    f.add(type_text<OutSpecs>());
+    return f.value;
+  }();
+  fingerprint f{of_program};
+  kernels::add_build(f);  // each call: the kernel choices may change between calls
+  return f.value;
+}
 
 // Copies a block between a device's buffer (dense, shape L) and its place in a global S.
 template <class M, class Spec, class T, class S, class L>
@@ -260,11 +290,11 @@ void copy_block(const void* from, void* to, std::size_t device, bool to_global) 
 // Completes a result leaf split over an axis that spans processes: every process sends its devices' blocks
 // to every other, and takes from them the blocks its own devices do not hold.
 template <class M, class Spec, class T, class S, class L>
-void gather_blocks(void* global, std::size_t first_local) {
+void gather_blocks(std::uint64_t program, void* global, std::size_t first_local) {
   constexpr std::size_t block = L::size * sizeof(T), per_process = M::local_devices * block;
   std::vector<unsigned char> sent(per_process), received(M::processes * per_process);
   for (std::size_t l = 0; l < M::local_devices; ++l) copy_block<M, Spec, T, S, L>(global, sent.data() + l * block, first_local + l, false);
-  kernels::processes().all_gather(sent.data(), per_process, received.data());
+  kernels::processes().all_gather(program, sent.data(), per_process, received.data());
   for (std::size_t d = 0; d < M::devices; ++d)
     if (d - first_local >= M::local_devices && represents<M, Spec>(d, first_local))
       copy_block<M, Spec, T, S, L>(received.data() + d * block, global, d, true);
@@ -373,6 +403,7 @@ class sharded {
 
     shard_detail::device_job<D, params, t::outputs> job;
     job.view = &view;
+    job.program = shard_detail::program_fingerprint<M, in_specs, out_specs>(t::program);
     const auto here = shard_detail::this_process<M>();
     job.first_local = here.first;
     job.local_count = here.count;
@@ -382,9 +413,9 @@ class sharded {
 
     auto result = tree::build<result_type>([](auto l) { return typename decltype(l)::type(uninitialized); });
     place_results(result, t::split.data(), job);
-    run::on_devices(M::sizes.data(), M::rank, M::process_axes, &decltype(job)::run_device, &job);
+    run::on_devices(M::sizes.data(), M::rank, M::process_axes, job.program, &decltype(job)::run_device, &job);
     for (const auto& c : job.copies) c.copy(c.block, c.global, c.device);
-    for (const auto& e : job.exchanges) e.gather(e.global, job.first_local);
+    for (const auto& e : job.exchanges) e.gather(job.program, e.global, job.first_local);
     return result;
   }
 

@@ -2,7 +2,8 @@
 # A run over 2 processes whose other process fails must end, with an error, within 30 s:
 #   killed   process 1 is killed (SIGKILL) while both run collectives
 #   stalled  process 1 stops calling collectives: process 0's wait times out (3 s in this test)
-# usage: check_processes_fail.sh MPIEXEC PROCESSES_TEST killed|stalled
+#   other_program  process 1 runs another program of the same sizes: the fingerprints differ
+# usage: check_processes_fail.sh MPIEXEC PROCESSES_TEST killed|stalled|other_program
 set -uo pipefail
 mpiexec=$1 exe=$2 case=$3
 out=$(mktemp) && trap 'rm -f "$out"' EXIT
@@ -28,6 +29,11 @@ case "$case" in
     run=$!
     killed_at=$start
     ;;
+  other_program)
+    "$mpiexec" -np 2 --oversubscribe "$exe" --other-program >"$out" 2>&1 &
+    run=$!
+    killed_at=$start
+    ;;
   *) echo "unknown case '$case'"; exit 2 ;;
 esac
 
@@ -47,6 +53,11 @@ elapsed=$(( $(date +%s) - killed_at ))
 if [ "$case" = stalled ]; then
   grep -q "tessel::distributed: process 0 of 2: collective .* waited 3.* s for the other processes" "$out" ||
     fail "process 0 did not report its timeout"
+fi
+if [ "$case" = other_program ]; then
+  grep -q "tessel::distributed: process [01] of 2: collective 0 ([a-z_]*): this process runs program [0-9a-f]\{16\}, process [01] runs program [0-9a-f]\{16\}; the fingerprint covers" "$out" ||
+    fail "no process reported the other's program"
+  ! grep -q "were not told apart" "$out" || fail "a process finished the different program"
 fi
 echo "ok ($case): the run ended with status $status ${elapsed} s after process 1 failed"
 cat "$out" | tail -5

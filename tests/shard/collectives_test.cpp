@@ -28,6 +28,29 @@ tensor<T, shape<N>> arange() {
 
 using M4 = mesh<axis<"i", 4>>;
 
+// The fingerprint that the processes of a run compare before they exchange data (shard_map.hpp).
+template <class X, class M, class In, class Out, class F>
+std::uint64_t fingerprint_of(const sharded<M, In, Out, F>&) {
+  using S = sharded<M, In, Out, F>;
+  return shard_detail::program_fingerprint<M, typename S::in_specs, typename S::out_specs>(S::template traced_for<X>::program);
+}
+
+TEST(ShardMap, FingerprintTellsProgramsLayoutsAndKernelSettingsApart) {
+  using X = tensor<float, shape<16>>;
+  const auto sum = shard_map<M4, specs<P<"i">>, P<>>([](auto b) { return psum<"i">(b); });
+  const auto same = shard_map<M4, specs<P<"i">>, P<>>([](auto b) { return psum<"i">(b); });
+  const auto doubled = shard_map<M4, specs<P<"i">>, P<>>([](auto b) { return psum<"i">(b * 2.0f); });  // as many bytes
+  const auto stacked = shard_map<M4, specs<P<"i">>, P<"i">>([](auto b) { return psum<"i">(b); });    // the same program
+  const std::uint64_t base = fingerprint_of<X>(sum);
+  EXPECT_EQ(fingerprint_of<X>(same), base);
+  EXPECT_NE(fingerprint_of<X>(doubled), base);
+  EXPECT_NE(fingerprint_of<X>(stacked), base);
+  const kernels::math_path before = kernels::force_math_path(kernels::math_path::scalar);
+  EXPECT_NE(fingerprint_of<X>(sum), base);
+  kernels::force_math_path(before);
+  EXPECT_EQ(fingerprint_of<X>(sum), base);
+}
+
 TEST(ShardMap, PsumOfArangeIsSixOnEveryDevice) {  // T1
   auto f = shard_map<M4, specs<P<"i">>, P<"i">>([](auto x) { return psum<"i">(x); });
   const auto y = f(arange<float, 4>());

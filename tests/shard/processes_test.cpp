@@ -6,6 +6,7 @@
 //   processes_test                  GoogleTest, under mpirun (tests/shard/CMakeLists.txt)
 //   processes_test --loop SECONDS   collectives over ("a", "b") for that long (the kill test)
 //   processes_test --stall          process 1 stops calling collectives (the timeout test)
+//   processes_test --other-program  process 1 runs another program of the same sizes (the fingerprint test)
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -159,6 +160,19 @@ int stall() {
   return 0;
 }
 
+// Process 1 runs another program whose collectives move exactly as many bytes (its operand doubled before
+// the psum): without the fingerprint both would finish with different sums and exit 0. Both must refuse
+// at the first exchange instead, naming the two fingerprints.
+int other_program() {
+  const auto x = mixed<tensor<float, shape<16, 8>>>(7);
+  const auto doubled = distributed::process_index() == 1;
+  const auto sum = doubled ? shard_map<TwoProcesses, specs<P<"a">>, P<>>([](auto b) { return psum<"a">(b * 2.0f); })(x)
+                           : shard_map<TwoProcesses, specs<P<"a">>, P<>>([](auto b) { return psum<"a">(b); })(x);
+  std::printf("process %zu finished with sum[0] = %g: the different programs were not told apart\n", distributed::process_index(),
+              static_cast<double>(sum.data()[0]));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +180,7 @@ int main(int argc, char** argv) {
   distributed::init(argc, argv, {.timeout_seconds = stalling ? 3.0 : 30.0});
   if (argc > 2 && std::string(argv[1]) == "--loop") return loop(std::stod(argv[2]));
   if (stalling) return stall();
+  if (argc > 1 && std::string(argv[1]) == "--other-program") return other_program();
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 
+#include "tessel/core/fingerprint.hpp"
 #include "tessel/core/fixed_string.hpp"
 #include "tessel/ir/graph.hpp"
 
@@ -128,6 +131,38 @@ struct program_view {
   const frozen_region& region(int r) const { return regions[static_cast<std::size_t>(r)]; }
   int region_int(int at) const { return region_ints[static_cast<std::size_t>(at)]; }
 };
+
+// Adds a program to `f`: every node's primitive name, dtypes, shape, operands, varying axes and attributes,
+// the outputs and the control flow. Two programs that differ in anything they compute differ here (but for
+// a 2^-64 chance).
+inline void add_program(fingerprint& f, const program_view& p) {
+  for (std::size_t i = 0; i < p.size; ++i) {
+    const node& n = p.nodes[i];
+    f.add(n.prim->name);
+    f.add(static_cast<std::uint64_t>(n.dtype) | static_cast<std::uint64_t>(n.operand_dtype) << 8 | std::uint64_t{n.arity} << 16 |
+          std::uint64_t{n.varying} << 24 | std::uint64_t{n.shape.rank} << 32 | std::uint64_t{n.attr.count} << 40);
+    for (std::size_t d = 0; d < n.shape.rank; ++d) f.add(n.shape.d[d]);
+    for (std::size_t o = 0; o < n.arity; ++o) f.add(static_cast<std::uint64_t>(n.operands[o]));
+    for (std::int64_t v : n.attr.ints) f.add(static_cast<std::uint64_t>(v));
+    f.add(std::bit_cast<std::uint64_t>(n.attr.scalar));
+  }
+  for (std::size_t o = 0; o < p.output_count; ++o) f.add(static_cast<std::uint64_t>(p.outputs[o]));
+  f.add(static_cast<std::uint64_t>(p.parameter_count));
+  int ints = 0;  // how many of region_ints the constructs and regions use
+  for (int c = 0; c < p.construct_count; ++c) {
+    const frozen_construct& k = p.construct(c);
+    for (int v : {static_cast<int>(k.kind), static_cast<int>(k.reverse), k.length, k.carries, k.index, k.parent, k.first_region,
+                  k.region_count, k.inputs, k.input_count, k.outputs, k.output_count})
+      f.add(static_cast<std::uint64_t>(v));
+    ints = std::max({ints, k.inputs + k.input_count, k.outputs + k.output_count});
+  }
+  for (int r = 0; r < p.region_count; ++r) {
+    const frozen_region& g = p.region(r);
+    for (int v : {g.construct, g.params, g.param_count, g.results, g.result_count}) f.add(static_cast<std::uint64_t>(v));
+    ints = std::max({ints, g.params + g.param_count, g.results + g.result_count});
+  }
+  for (int i = 0; i < ints; ++i) f.add(static_cast<std::uint64_t>(p.region_int(i)));
+}
 
 template <std::size_t N, std::size_t O>
 constexpr program_view view_of(const program<N, O>& p) {

@@ -18,12 +18,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "tessel/core/fingerprint.hpp"
+
 namespace tessel::kernels {
 
 // How this process exchanges bytes with the other processes of a run (none installed: the run is one
-// process). Each call is made by every process in the same order; `bytes` (the total of the sizes
-// given) is the same in every process, which the transport checks. None returns a failure or waits
-// forever: it ends the run with an error.
+// process). Each call is made by every process in the same order, with the same `program` (the
+// fingerprint of the program it belongs to: its nodes, mesh, layout and build, shard_map.hpp) and the
+// same `bytes` (the total of the sizes given), which the transport checks before it moves any data.
+// None returns a failure or waits forever: it ends the run with an error.
 //   all_gather: every process's `bytes` (process order) into every process's `received`;
 //   exchange:   block q of `send` (sizes[q] bytes at offsets[q]) to process q, and process q's block for
 //               this one into `received` at received_offsets[q] (received_sizes[q] bytes);
@@ -31,23 +34,32 @@ namespace tessel::kernels {
 //               process, the others' into `buffer` at theirs.
 struct process_transport {
   std::size_t index = 0, count = 1;
-  void (*all_gather)(const void* send, std::size_t bytes, void* received) = nullptr;
-  void (*exchange)(const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
+  void (*all_gather)(std::uint64_t program, const void* send, std::size_t bytes, void* received) = nullptr;
+  void (*exchange)(std::uint64_t program, const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
                    const std::size_t* received_sizes, const std::size_t* received_offsets) = nullptr;
-  void (*gather_blocks)(void* buffer, const std::size_t* sizes, const std::size_t* offsets) = nullptr;
+  void (*gather_blocks)(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) = nullptr;
 };
 void install_process_transport(const process_transport& transport);
 const process_transport& processes();
 
+// Adds to `f` what of the library's build and of this process decides the bits its kernels compute: the
+// compiler, the instruction sets the library was built for, the Highway target its kernels dispatch to on
+// this CPU, and the kernel choices made at run time (TESSEL_MATH_PATH, TESSEL_BF16_PRODUCTS). Part of
+// every program's fingerprint (shard_map.hpp): processes whose kernels could round differently, and so
+// let replicated values drift apart, refuse to run together.
+void add_build(fingerprint& f);
+
 class communicator {
  public:
   // A mesh of the given axis sizes (row-major device order) whose first `process_axes` axes span processes:
-  // this process runs its share of the devices, local_devices() of them from first_local().
-  communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes = 0);
+  // this process runs its share of the devices, local_devices() of them from first_local(), of the
+  // program whose fingerprint is `program` (what the process transport checks).
+  communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes = 0, std::uint64_t program = 0);
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
 
   std::size_t devices() const { return devices_; }
+  std::uint64_t program() const { return program_; }
   std::size_t rank() const { return rank_; }
   std::size_t axis_size(std::size_t axis) const { return sizes_[axis]; }
   std::size_t coordinate(std::size_t device, std::size_t axis) const;
@@ -71,6 +83,7 @@ class communicator {
 
   std::size_t devices_ = 1, rank_ = 0, local_devices_ = 1, first_local_ = 0;
   std::uint8_t process_axes_mask_ = 0;
+  std::uint64_t program_ = 0;
   std::array<std::size_t, 8> sizes_{};
   std::vector<const void*> inputs_;
   std::vector<void*> outputs_;

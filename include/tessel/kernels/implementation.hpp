@@ -478,9 +478,42 @@ process_transport& installed_transport() {
 }  // namespace
 
 void install_process_transport(const process_transport& transport) { installed_transport() = transport; }
+
+void add_build(fingerprint& f) {
+  f.add(__VERSION__);
+  std::uint64_t isa = 0;  // the instruction sets this library's own (xsimd, scalar) code was compiled for
+#ifdef __FMA__
+  isa |= 1u << 0;
+#endif
+#ifdef __AVX2__
+  isa |= 1u << 1;
+#endif
+#ifdef __AVX512F__
+  isa |= 1u << 2;
+#endif
+#ifdef __AVX512BW__
+  isa |= 1u << 3;
+#endif
+#ifdef __AVX512BF16__
+  isa |= 1u << 4;
+#endif
+#ifdef __AMX_TILE__
+  isa |= 1u << 5;
+#endif
+#ifdef __FAST_MATH__
+  isa |= 1u << 6;
+#endif
+  f.add(isa);
+  // Highway's dispatch runs the best target both compiled and supported here: the lowest bit.
+  const std::int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
+  f.add(static_cast<std::uint64_t>(targets & -targets));
+  f.add(static_cast<std::uint64_t>(hwy_gemm_bf16_products()));
+  f.add(static_cast<std::uint64_t>(forced_math_path()));
+}
 const process_transport& processes() { return installed_transport(); }
 
-communicator::communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes) : rank_(rank) {
+communicator::communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes, std::uint64_t program)
+    : rank_(rank), program_(program) {
   std::size_t spanned = 1;
   for (std::size_t a = 0; a < rank; ++a) {
     sizes_[a] = axis_sizes[a];
@@ -538,7 +571,7 @@ void communicator::gather_from_processes(std::size_t bytes) {
     for (std::size_t l = 0; l < local_devices_; ++l) std::memcpy(sent.data() + l * bytes, inputs_[first_local_ + l], bytes);
     mine = sent.data();
   }
-  t.all_gather(mine, local_devices_ * bytes, received.data());
+  t.all_gather(program_, mine, local_devices_ * bytes, received.data());
   for (std::size_t d = 0; d < devices_; ++d)
     if (!is_local(d)) inputs_[d] = received.data() + d * bytes;
 }

@@ -41,9 +41,10 @@ class device_threads {
     return threads;
   }
 
-  void run(const std::size_t* sizes, std::size_t rank, std::size_t process_axes, void (*body)(void*, std::size_t), void* context) {
+  void run(const std::size_t* sizes, std::size_t rank, std::size_t process_axes, std::uint64_t program, void (*body)(void*, std::size_t),
+           void* context) {
     std::lock_guard call(call_mutex_);
-    kernels::communicator comm(sizes, rank, process_axes);
+    kernels::communicator comm(sizes, rank, process_axes, program);
     const std::size_t devices = comm.local_devices();
     while (workers_.size() + 1 < devices) {
       const std::size_t device = workers_.size() + 1;
@@ -116,9 +117,9 @@ class device_threads {
 
 }  // namespace
 
-void on_devices(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes, void (*body)(void*, std::size_t),
-                void* context) {
-  device_threads::get().run(axis_sizes, rank, process_axes, body, context);
+void on_devices(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes, std::uint64_t program,
+                void (*body)(void*, std::size_t), void* context) {
+  device_threads::get().run(axis_sizes, rank, process_axes, program, body, context);
 }
 
 }  // namespace tessel::run

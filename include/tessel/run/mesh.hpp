@@ -6,16 +6,18 @@
 // of more devices than cores time-shares them without changing a result. A mesh whose leading axes span
 // processes runs this process's devices only (kernels/collective.hpp). Compiled once in the library.
 //
-//   run::on_devices(sizes, rank, 0, [](void* context, std::size_t device) { ... run::execute(...) ... }, &context);
+//   run::on_devices(sizes, rank, 0, 0, [](void* context, std::size_t device) { ... run::execute(...) ... }, &context);
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tessel::run {
 
 // Calls body(context, d) for every device d of a mesh with the given axis sizes (row-major device order)
 // that this process holds (all of them unless the first `process_axes` axes span processes), each on its
-// own thread, and returns when all have returned.
-void on_devices(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes,
+// own thread, and returns when all have returned. `program`: the fingerprint the process transport
+// compares between processes (shard_map.hpp); any value where the mesh spans no processes.
+void on_devices(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes, std::uint64_t program,
                 void (*body)(void* context, std::size_t device), void* context);
 
 }  // namespace tessel::run

@@ -273,7 +273,7 @@ void reduce_in_order(reduction op, const void* const* in, std::size_t n, std::si
 // process sends and receives 2 (P - 1) / P of the buffer, as a ring all-reduce does; each element is still
 // added in member order, so the result is bit-identical to one process's.
 template <class T>
-void all_reduce_over_processes(reduction op, const group& gr, const void* in, void* out, std::size_t count) {
+void all_reduce_over_processes(std::uint64_t program, reduction op, const group& gr, const void* in, void* out, std::size_t count) {
   const kernels::process_transport& t = kernels::processes();
   const std::size_t n = gr.size, me = gr.rank;
   std::array<std::size_t, max_mesh_devices + 1> first{};
@@ -290,11 +290,11 @@ void all_reduce_over_processes(reduction op, const group& gr, const void* in, vo
   }
   static std::vector<unsigned char> chunks;  // every member's chunk `me`, in member order
   if (chunks.size() < n * mine) chunks.resize(n * mine);
-  t.exchange(in, sizes.data(), offsets.data(), chunks.data(), received_sizes.data(), received_offsets.data());
+  t.exchange(program, in, sizes.data(), offsets.data(), chunks.data(), received_sizes.data(), received_offsets.data());
   std::array<const void*, max_mesh_devices> ins{};
   for (std::size_t j = 0; j < n; ++j) ins[j] = chunks.data() + j * mine;
   reduce_in_order<T>(op, ins.data(), n, 0, first[me + 1] - first[me], static_cast<T*>(out) + first[me]);
-  t.gather_blocks(out, sizes.data(), offsets.data());
+  t.gather_blocks(program, out, sizes.data(), offsets.data());
 }
 
 // psum, pmax, pmin: each device reduces its share (chunk `rank` of the elements) over the group, in member
@@ -311,7 +311,7 @@ void run_all_reduce(const ir::node& n, const ir::node* const* operands, const vo
   if (!all_here && d.comm->local_devices() == 1 && gr.size == d.comm->devices()) {
     d.comm->publish(d.device, in[0], out, 0, 0);  // nothing to share within the process
     visit_dtype(n.dtype, [&]<class T>(T) {
-      if constexpr (!std::is_same_v<T, bool>) all_reduce_over_processes<T>(Op, gr, in[0], out, count);
+      if constexpr (!std::is_same_v<T, bool>) all_reduce_over_processes<T>(d.comm->program(), Op, gr, in[0], out, count);
     });
     d.comm->finish(d.device);
     return;
