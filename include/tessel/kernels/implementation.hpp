@@ -479,6 +479,8 @@ process_transport& installed_transport() {
 
 void install_process_transport(const process_transport& transport) { installed_transport() = transport; }
 
+const process_transport& processes() { return installed_transport(); }
+
 void add_build(fingerprint& f) {
   f.add(__VERSION__);
   std::uint64_t isa = 0;  // the instruction sets this library's own (xsimd, scalar) code was compiled for
@@ -504,13 +506,13 @@ void add_build(fingerprint& f) {
   isa |= 1u << 6;
 #endif
   f.add(isa);
-  // Highway's dispatch runs the best target both compiled and supported here: the lowest bit.
-  const std::int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
+  // Highway's dispatch runs the best target both compiled and supported here: the lowest bit. Read once:
+  // SupportedTargets asks CPUID, which a virtual machine traps (about 15 us a call here).
+  static const std::int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
   f.add(static_cast<std::uint64_t>(targets & -targets));
   f.add(static_cast<std::uint64_t>(hwy_gemm_bf16_products()));
   f.add(static_cast<std::uint64_t>(forced_math_path()));
 }
-const process_transport& processes() { return installed_transport(); }
 
 communicator::communicator(const std::size_t* axis_sizes, std::size_t rank, std::size_t process_axes, std::uint64_t program)
     : rank_(rank), program_(program) {
