@@ -58,9 +58,8 @@ void wait_for(MPI_Request& request, const char* what, std::uint64_t collective) 
 
 // Every process's collective number, program fingerprint and total size: a process that runs another
 // program, or the same one built or set up otherwise, or over another mesh, is found here before any data
-// moves; one that stopped calling, or died, by the deadline. Once every process has answered, the data's
-// own (blocking) call cannot wait on a missing process.
-void check_same_collective(std::uint64_t program, std::size_t bytes, const char* what) {
+// moves; one that stopped calling, or died, by the deadline. Returns the collective's number.
+std::uint64_t check_same_collective(std::uint64_t program, std::size_t bytes, const char* what) {
   state& s = run_state();
   const std::uint64_t collective = s.collectives++;
   std::uint64_t mine[3] = {collective, program, bytes};
@@ -85,6 +84,7 @@ void check_same_collective(std::uint64_t program, std::size_t bytes, const char*
   }
   if (bytes > static_cast<std::size_t>(INT_MAX))
     fail(here + "moves " + std::to_string(bytes) + " bytes, more than one MPI message holds (2^31 - 1)");
+  return collective;
 }
 
 std::vector<int> as_ints(const std::size_t* values) {
@@ -98,23 +98,30 @@ std::size_t total(const std::size_t* values) {
   return n;
 }
 
-// The blocking calls, which OpenMPI tunes for large messages (measured: bench/README.md).
+// The data's own calls are non-blocking too, waited on with the same deadline: a process stopped (SIGSTOP)
+// or killed after the check must not leave the others inside a blocking MPI call, spinning for ever.
 void all_gather(std::uint64_t program, const void* send, std::size_t bytes, void* received) {
-  check_same_collective(program, bytes, "all_gather");
-  MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+  const std::uint64_t collective = check_same_collective(program, bytes, "all_gather");
+  MPI_Request request;
+  MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD, &request);
+  wait_for(request, "all_gather", collective);
 }
 
 void exchange(std::uint64_t program, const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
               const std::size_t* received_sizes, const std::size_t* received_offsets) {
-  check_same_collective(program, total(sizes), "exchange");
+  const std::uint64_t collective = check_same_collective(program, total(sizes), "exchange");
   const std::vector<int> n = as_ints(sizes), at = as_ints(offsets), rn = as_ints(received_sizes), rat = as_ints(received_offsets);
-  MPI_Alltoallv(send, n.data(), at.data(), MPI_BYTE, received, rn.data(), rat.data(), MPI_BYTE, MPI_COMM_WORLD);
+  MPI_Request request;
+  MPI_Ialltoallv(send, n.data(), at.data(), MPI_BYTE, received, rn.data(), rat.data(), MPI_BYTE, MPI_COMM_WORLD, &request);
+  wait_for(request, "exchange", collective);
 }
 
 void gather_blocks(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) {
-  check_same_collective(program, total(sizes), "gather_blocks");
+  const std::uint64_t collective = check_same_collective(program, total(sizes), "gather_blocks");
   const std::vector<int> n = as_ints(sizes), at = as_ints(offsets);
-  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, n.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD);
+  MPI_Request request;
+  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, n.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD, &request);
+  wait_for(request, "gather_blocks", collective);
 }
 
 void finalize_at_exit() {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A run over 2 processes whose other process fails must end, with an error, within 30 s:
 #   killed   process 1 is killed (SIGKILL) while both run collectives
+#   stopped  process 1 is stopped (SIGSTOP) while both run collectives: process 0's wait times out (3 s),
+#            wherever it was, the check before a collective or the collective's data
 #   stalled  process 1 stops calling collectives: process 0's wait times out (3 s in this test)
 #   other_program  process 1 runs another program of the same sizes: the fingerprints differ
-# usage: check_processes_fail.sh MPIEXEC PROCESSES_TEST killed|stalled|other_program
+# usage: check_processes_fail.sh MPIEXEC PROCESSES_TEST killed|stopped|stalled|other_program
 set -uo pipefail
 mpiexec=$1 exe=$2 case=$3
 out=$(mktemp) && trap 'rm -f "$out"' EXIT
@@ -11,8 +13,10 @@ fail() { echo "FAIL ($case): $*"; cat "$out"; exit 1; }
 
 start=$(date +%s)
 case "$case" in
-  killed)
-    "$mpiexec" -np 2 --oversubscribe "$exe" --loop 60 >"$out" 2>&1 &
+  killed|stopped)
+    # killed: the others learn it from mpirun, within the default 30 s deadline; stopped: from the deadline.
+    deadline=$([ "$case" = stopped ] && echo 3 || echo 30)
+    "$mpiexec" -np 2 --oversubscribe "$exe" --loop 60 --timeout "$deadline" >"$out" 2>&1 &
     run=$!
     for _ in $(seq 100); do
       pid=$(sed -n 's/^process 1 pid \([0-9]*\)$/\1/p' "$out")
@@ -20,9 +24,10 @@ case "$case" in
       sleep 0.2
     done
     [ -n "$pid" ] || { kill -9 "$run"; fail "process 1 never started"; }
+    trap 'kill -9 "$pid" 2>/dev/null; rm -f "$out"' EXIT
     sleep 1
     killed_at=$(date +%s)
-    kill -9 "$pid"
+    if [ "$case" = killed ]; then kill -9 "$pid"; else kill -STOP "$pid"; fi
     ;;
   stalled)
     "$mpiexec" -np 2 --oversubscribe "$exe" --stall >"$out" 2>&1 &
@@ -50,7 +55,7 @@ status=$?
 elapsed=$(( $(date +%s) - killed_at ))
 [ "$status" -ne 0 ] || fail "the run exited with status 0"
 [ "$elapsed" -le 30 ] || fail "the run took $elapsed s to end"
-if [ "$case" = stalled ]; then
+if [ "$case" = stalled ] || [ "$case" = stopped ]; then
   grep -q "tessel::distributed: process 0 of 2: collective .* waited 3.* s for the other processes" "$out" ||
     fail "process 0 did not report its timeout"
 fi

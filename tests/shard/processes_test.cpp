@@ -4,7 +4,8 @@
 // The inputs mix magnitudes from 1e-3 to 1e7, so a sum in another order would differ in its last bits.
 //
 //   processes_test                  GoogleTest, under mpirun (tests/shard/CMakeLists.txt)
-//   processes_test --loop SECONDS   collectives over ("a", "b") for that long (the kill test)
+//   processes_test --loop SECONDS [--timeout S]   collectives over ("a", "b") for that long, each wait
+//                                   at most S seconds (default 30; the kill and stop tests)
 //   processes_test --stall          process 1 stops calling collectives (the timeout test)
 //   processes_test --other-program  process 1 runs another program of the same sizes (the fingerprint test)
 #include <gtest/gtest.h>
@@ -177,7 +178,8 @@ int other_program() {
 
 int main(int argc, char** argv) {
   const bool stalling = argc > 1 && std::string(argv[1]) == "--stall";
-  distributed::init(argc, argv, {.timeout_seconds = stalling ? 3.0 : 30.0});
+  const double timeout = argc > 4 && std::string(argv[3]) == "--timeout" ? std::stod(argv[4]) : stalling ? 3.0 : 30.0;
+  distributed::init(argc, argv, {.timeout_seconds = timeout});
   if (argc > 2 && std::string(argv[1]) == "--loop") return loop(std::stod(argv[2]));
   if (stalling) return stall();
   if (argc > 1 && std::string(argv[1]) == "--other-program") return other_program();
