@@ -8,6 +8,7 @@
 //                                   at most S seconds (default 30; the kill and stop tests)
 //   processes_test --stall          process 1 stops calling collectives (the timeout test)
 //   processes_test --other-program  process 1 runs another program of the same sizes (the fingerprint test)
+//   processes_test --soak N         every collective N times at two sizes against one process's results
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "tessel/distributed.hpp"
 #include "tessel/nn/losses.hpp"
@@ -51,8 +53,8 @@ void expect_same_bytes(const A& a, const B& b, const char* what) {
 }
 
 // Every collective over one axis, the other, and both; results stacked per device (P over both axes).
-template <class M>
-auto collectives(const tensor<float, shape<16, 8>>& x, const tensor<bfloat16, shape<16, 8>>& h) {
+template <class M, class S>
+auto collectives(const tensor<float, S>& x, const tensor<bfloat16, S>& h) {
   using both = P<mesh_axes<"a", "b">>;
   auto f = shard_map<M, specs<both, both>, specs<both, both, both, both, both, both, both, both, both>>([](auto b, auto hb) {
     return std::tuple{psum<"a">(b), psum<"b">(b), psum<mesh_axes<"a", "b">>(b), pmax<mesh_axes<"b", "a">>(b),
@@ -152,6 +154,37 @@ int loop(double seconds) {
   return 0;
 }
 
+// The robustness suite: every collective `iterations` times at 16 x 8 and at 512 x 512 (1 MiB of f32 in
+// all, a quarter on each device), each result compared byte for byte with the same mesh in one process.
+// Prints the count of wrong results and exits 1 on any (CI runs 20 iterations; `--soak 1000` by hand).
+template <class S>
+std::size_t wrong_results(int iterations) {
+  const auto x = mixed<tensor<float, S>>(7);
+  const auto h = mixed<tensor<bfloat16, S>>(8);
+  const auto want = collectives<OneProcess>(x, h);
+  std::size_t wrong = 0;
+  const auto repeat = [&]<class M>() {
+    for (int i = 0; i < iterations; ++i) {
+      const auto got = collectives<M>(x, h);
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((wrong += std::memcmp(std::get<K>(got).data(), std::get<K>(want).data(), sizeof(std::get<K>(got).data()[0]) * std::get<K>(got).size) != 0),
+         ...);
+      }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(got)>>>{});
+    }
+  };
+  if (distributed::process_count() == 2) repeat.template operator()<TwoProcesses>();
+  else if (distributed::process_count() == 4) repeat.template operator()<FourProcesses>();
+  else repeat.template operator()<OneProcess>();
+  return wrong;
+}
+
+int soak(int iterations) {
+  const std::size_t wrong = wrong_results<shape<16, 8>>(iterations) + wrong_results<shape<512, 512>>(iterations);
+  std::printf("process %zu of %zu: %d iterations x 9 collectives x 2 sizes: %zu wrong results\n", distributed::process_index(),
+              distributed::process_count(), iterations, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
 // Process 1 never reaches the collective: process 0 must end the run when its wait times out.
 int stall() {
   if (distributed::process_index() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
@@ -183,6 +216,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "--loop") return loop(std::stod(argv[2]));
   if (stalling) return stall();
   if (argc > 1 && std::string(argv[1]) == "--other-program") return other_program();
+  if (argc > 2 && std::string(argv[1]) == "--soak") return soak(std::stoi(argv[2]));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
