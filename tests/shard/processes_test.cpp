@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -154,9 +155,10 @@ int loop(double seconds) {
   return 0;
 }
 
-// The robustness suite: every collective `iterations` times at 16 x 8 and at 512 x 512 (1 MiB of f32 in
-// all, a quarter on each device), each result compared byte for byte with the same mesh in one process.
-// Prints the count of wrong results and exits 1 on any (CI runs 20 iterations; `--soak 1000` by hand).
+// The robustness suite: every collective `iterations` times at 4 x 4, 16 x 8 and 512 x 512 f32 (64 B, 512 B
+// and 1 MiB in all, a quarter on each device) and `iterations / 20` times at 2048 x 2048 (16 MiB), each
+// result compared byte for byte with the same mesh in one process. Prints the count of wrong results and
+// exits 1 on any (CI runs 20 iterations; `--soak 1000` by hand).
 template <class S>
 std::size_t wrong_results(int iterations) {
   const auto x = mixed<tensor<float, S>>(7);
@@ -179,9 +181,10 @@ std::size_t wrong_results(int iterations) {
 }
 
 int soak(int iterations) {
-  const std::size_t wrong = wrong_results<shape<16, 8>>(iterations) + wrong_results<shape<512, 512>>(iterations);
-  std::printf("process %zu of %zu: %d iterations x 9 collectives x 2 sizes: %zu wrong results\n", distributed::process_index(),
-              distributed::process_count(), iterations, wrong);
+  const std::size_t wrong = wrong_results<shape<4, 4>>(iterations) + wrong_results<shape<16, 8>>(iterations) +
+                            wrong_results<shape<512, 512>>(iterations) + wrong_results<shape<2048, 2048>>(std::max(iterations / 20, 1));
+  std::printf("process %zu of %zu: 9 collectives, %d iterations at 64 B, 512 B and 1 MiB, %d at 16 MiB: %zu wrong results\n",
+              distributed::process_index(), distributed::process_count(), iterations, std::max(iterations / 20, 1), wrong);
   return wrong == 0 ? 0 : 1;
 }
 
