@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -19,6 +20,7 @@ struct state {
   double timeout_seconds = 30;
   std::uint64_t collectives = 0;  // collectives so far: every process counts the same
   int index = 0, count = 1;
+  MPI_Comm comm = MPI_COMM_NULL;  // tessel's own (a duplicate of MPI_COMM_WORLD): the program's messages never meet ours
 };
 state& run_state() {
   static state s;
@@ -39,34 +41,71 @@ std::string hex(std::uint64_t v) {
   return text;
 }
 
-// Waits for a request, polling (MPI progresses in the calls), until the deadline.
-void wait_for(MPI_Request& request, const char* what, std::uint64_t collective) {
+// Polls `requests` (MPI progresses in the calls) until all are done or the deadline passes; returns whether
+// they finished.
+bool wait_until_deadline(MPI_Request* requests, int count) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(run_state().timeout_seconds);
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
+    MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
+    if (done) return true;
     if ((polls & 1023) == 1023) {
-      if (std::chrono::steady_clock::now() > deadline)
-        fail("collective " + std::to_string(collective) + " (" + what + ") waited " +
-             std::to_string(run_state().timeout_seconds) +
-             " s for the other processes: one has died or stopped calling the same collectives; ending the run");
+      if (std::chrono::steady_clock::now() > deadline) return false;
       sched_yield();
     }
   }
 }
 
-// Every process's collective number, program fingerprint and total size: a process that runs another
-// program, or the same one built or set up otherwise, or over another mesh, is found here before any data
-// moves; one that stopped calling, or died, by the deadline. Returns the collective's number.
+std::string waited(std::uint64_t collective, const char* what) {
+  return "collective " + std::to_string(collective) + " (" + what + ") waited " + std::to_string(run_state().timeout_seconds) +
+         " s for the other processes: ";
+}
+
+// The data of a collective whose check every process passed: a collective request cannot say which process
+// is missing, so the message names the others.
+void wait_for_data(MPI_Request& request, const char* what, std::uint64_t collective) {
+  if (wait_until_deadline(&request, 1)) return;
+  const state& s = run_state();
+  std::string others;
+  for (int p = 0; p < s.count; ++p)
+    if (p != s.index) others += (others.empty() ? "" : ", ") + std::to_string(p);
+  fail(waited(collective, what) + (s.count == 2 ? "process " + others + " has" : "one of processes " + others + " has") +
+       " died or stopped while the data moved; ending the run");
+}
+
+// Every process sends every other its collective number, program fingerprint and total size (point to
+// point, so that one that never arrives can be named): a process that runs another program, or the same
+// one built or set up otherwise, or over another mesh, is found here before any data moves; one that died,
+// stopped or stalled before this collective, by the deadline. Returns the collective's number.
 std::uint64_t check_same_collective(std::uint64_t program, std::size_t bytes, const char* what) {
   state& s = run_state();
   const std::uint64_t collective = s.collectives++;
-  std::uint64_t mine[3] = {collective, program, bytes};
+  const std::uint64_t mine[3] = {collective, program, bytes};
   std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(s.count));
-  MPI_Request request;
-  MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, MPI_COMM_WORLD, &request);
-  wait_for(request, what, collective);
+  std::vector<MPI_Request> requests;  // the receives, process by process, then the sends
+  std::vector<int> from;
+  for (int p = 0; p < s.count; ++p)
+    if (p != s.index) {
+      requests.emplace_back();
+      from.push_back(p);
+      MPI_Irecv(&all[3 * static_cast<std::size_t>(p)], 3, MPI_UINT64_T, p, 0, s.comm, &requests.back());
+    }
+  for (int p = 0; p < s.count; ++p)
+    if (p != s.index) {
+      requests.emplace_back();
+      MPI_Isend(mine, 3, MPI_UINT64_T, p, 0, s.comm, &requests.back());
+    }
+  if (!wait_until_deadline(requests.data(), static_cast<int>(requests.size()))) {
+    std::string missing;
+    for (std::size_t r = 0; r < from.size(); ++r) {
+      int arrived = 0;
+      MPI_Test(&requests[r], &arrived, MPI_STATUS_IGNORE);
+      if (!arrived) missing += (missing.empty() ? "process " : ", ") + std::to_string(from[r]);
+    }
+    fail(waited(collective, what) + (missing.empty() ? std::string("one has died or stopped") : missing + " has not reached it") +
+         " (died, stopped, or stuck before it); ending the run");
+  }
+  std::copy(mine, mine + 3, &all[3 * static_cast<std::size_t>(s.index)]);
   const std::string here = "collective " + std::to_string(collective) + " (" + what + "): ";
   for (int p = 0; p < s.count; ++p) {
     const std::uint64_t* theirs = &all[3 * static_cast<std::size_t>(p)];
@@ -103,8 +142,8 @@ std::size_t total(const std::size_t* values) {
 void all_gather(std::uint64_t program, const void* send, std::size_t bytes, void* received) {
   const std::uint64_t collective = check_same_collective(program, bytes, "all_gather");
   MPI_Request request;
-  MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD, &request);
-  wait_for(request, "all_gather", collective);
+  MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, run_state().comm, &request);
+  wait_for_data(request, "all_gather", collective);
 }
 
 void exchange(std::uint64_t program, const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
@@ -112,16 +151,16 @@ void exchange(std::uint64_t program, const void* send, const std::size_t* sizes,
   const std::uint64_t collective = check_same_collective(program, total(sizes), "exchange");
   const std::vector<int> n = as_ints(sizes), at = as_ints(offsets), rn = as_ints(received_sizes), rat = as_ints(received_offsets);
   MPI_Request request;
-  MPI_Ialltoallv(send, n.data(), at.data(), MPI_BYTE, received, rn.data(), rat.data(), MPI_BYTE, MPI_COMM_WORLD, &request);
-  wait_for(request, "exchange", collective);
+  MPI_Ialltoallv(send, n.data(), at.data(), MPI_BYTE, received, rn.data(), rat.data(), MPI_BYTE, run_state().comm, &request);
+  wait_for_data(request, "exchange", collective);
 }
 
 void gather_blocks(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) {
   const std::uint64_t collective = check_same_collective(program, total(sizes), "gather_blocks");
   const std::vector<int> n = as_ints(sizes), at = as_ints(offsets);
   MPI_Request request;
-  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, n.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD, &request);
-  wait_for(request, "gather_blocks", collective);
+  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, n.data(), at.data(), MPI_BYTE, run_state().comm, &request);
+  wait_for_data(request, "gather_blocks", collective);
 }
 
 void finalize_at_exit() {
@@ -142,6 +181,7 @@ void start(int* argc, char*** argv, options o) {
   state& s = run_state();
   MPI_Comm_rank(MPI_COMM_WORLD, &s.index);
   MPI_Comm_size(MPI_COMM_WORLD, &s.count);
+  MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
   if (provided < MPI_THREAD_FUNNELED) fail("this MPI library does not let a threaded program call it (MPI_THREAD_FUNNELED)");
   if (!(o.timeout_seconds > 0)) fail("options::timeout_seconds must be positive");
   s.timeout_seconds = o.timeout_seconds;
