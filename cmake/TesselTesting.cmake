@@ -4,6 +4,33 @@ include(GoogleTest)
 
 set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export)
 
+# The JAX judges (the oracle and export tests, the checkpoints' interop test) come from the virtual
+# environment that `scripts/setup` makes (.venv, or TESSEL_JUDGE_PYTHON); without it their tests are
+# skipped with that advice, unless TESSEL_REQUIRE_JUDGES is set in their environment (CI sets it).
+set(TESSEL_JUDGE_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH "Python with jax, jaxlib and numpy: the oracle tests' judge")
+set(TESSEL_JUDGES_FOUND OFF)
+if(EXISTS "${TESSEL_JUDGE_PYTHON}")
+  execute_process(COMMAND "${TESSEL_JUDGE_PYTHON}" -c "import jax, ml_dtypes, numpy, scipy" RESULT_VARIABLE judge_rc OUTPUT_QUIET ERROR_QUIET)
+  if(judge_rc EQUAL 0)
+    set(TESSEL_JUDGES_FOUND ON)
+  endif()
+endif()
+if(NOT TESSEL_JUDGES_FOUND)
+  message(STATUS "tessel: no JAX judge at ${TESSEL_JUDGE_PYTHON}, so the oracle tests will report a skip (scripts/setup makes it)")
+endif()
+
+# tessel_add_judged_test(<name> <label> <command...>): a test that needs the judges' Python; without them it
+# reports a skip with the advice (a failure where TESSEL_REQUIRE_JUDGES is set: CI).
+function(tessel_add_judged_test name label)
+  if(TESSEL_JUDGES_FOUND)
+    add_test(NAME ${name} COMMAND ${ARGN})
+  else()
+    add_test(NAME ${name} COMMAND sh -c "echo 'no JAX judge (${TESSEL_JUDGE_PYTHON}): run scripts/setup --deps-only, then cmake again'; \
+[ -n \"$TESSEL_REQUIRE_JUDGES\" ] && exit 1; exit 77")
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77 TIMEOUT 900)
+endfunction()
+
 # tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY] [KERNELS])
 # One GoogleTest executable; every test case in it becomes a CTest test carrying the label.
 # KERNELS: it instantiates SIMD kernels itself (Highway's for every target, xsimd's), which keep -O1 under

@@ -56,6 +56,13 @@ void input_file::read_exact(std::span<std::byte> out, std::string_view what) {
   position_ += done;
 }
 
+void input_file::seek(std::uint64_t offset) {
+  if (offset > size_)
+    fail("truncated: offset " + std::to_string(offset) + " is past the end (" + std::to_string(size_) + " bytes)");
+  if (::lseek(fd_, static_cast<::off_t>(offset), SEEK_SET) < 0) fail("seek error: " + std::generic_category().message(errno));
+  position_ = offset;
+}
+
 void output_file::write(std::span<const std::byte> bytes) {
   std::size_t done = 0;
   while (done < bytes.size()) {

@@ -61,6 +61,8 @@ class input_file {
 
   // Fills `out` or throws "truncated: expected N bytes of <what> at offset O, found M".
   void read_exact(std::span<std::byte> out, std::string_view what);
+  // Moves to byte `offset` for the next read_exact; one past the end throws format_error.
+  void seek(std::uint64_t offset);
 
   [[noreturn]] void fail(const std::string& what) const { throw format_error(prefix_ + what); }
 

@@ -114,6 +114,36 @@ std::string describe_entry(const safetensors_entry& e) {
   return std::string(info ? info->tessel_name : std::string_view(e.dtype)) + io::dims_text(e.shape);
 }
 
+const std::string& metadata_entry(const std::map<std::string, std::string>& metadata, std::string_view key,
+                                  const std::filesystem::path& path, std::string_view who) {
+  const auto it = metadata.find(std::string(key));
+  if (it == metadata.end())
+    throw checkpoint_error(std::string(who) + ": " + quoted(path) + ": no metadata entry '" + std::string(key) + "'");
+  return it->second;
+}
+
+std::string key_text(random::key k) { return std::to_string(k.words[0]) + "," + std::to_string(k.words[1]); }
+
+random::key key_of_metadata(const std::map<std::string, std::string>& metadata, const std::filesystem::path& path,
+                            std::string_view who) {
+  const std::string& text = metadata_entry(metadata, "tessel.rng_key", path, who);
+  const std::size_t comma = text.find(',');
+  const auto k0 = parse_u64(std::string_view(text).substr(0, comma));
+  const auto k1 = comma == std::string::npos ? std::nullopt : parse_u64(std::string_view(text).substr(comma + 1));
+  if (!k0 || !k1 || *k0 > 0xffffffffu || *k1 > 0xffffffffu)
+    throw checkpoint_error(std::string(who) + ": " + quoted(path) + ": 'tessel.rng_key' is '" + text +
+                           "', expected two 32-bit words 'k0,k1'");
+  return random::key(static_cast<std::uint32_t>(*k0), static_cast<std::uint32_t>(*k1));
+}
+
+void throw_mismatch(std::string_view who, const std::filesystem::path& path, const std::vector<std::string>& problems) {
+  std::string message = std::string(who) + ": " + quoted(path) + " does not match the program (" + std::to_string(problems.size()) +
+                        (problems.size() == 1 ? " problem" : " problems") + "):";
+  for (const std::string& p : problems) message += "\n  " + p;
+  message += "\nfix: restore into the trees the checkpoint was saved from, or start without --resume";
+  throw checkpoint_error(message);
+}
+
 }  // namespace detail
 
 snapshot& snapshot::set(std::string key, std::string value) {
@@ -124,7 +154,7 @@ snapshot& snapshot::set(std::string key, std::string value) {
 }
 
 snapshot& snapshot::set_key(random::key k) {
-  file_.metadata["tessel.rng_key"] = std::to_string(k.words[0]) + "," + std::to_string(k.words[1]);
+  file_.metadata["tessel.rng_key"] = detail::key_text(k);
   return *this;
 }
 
@@ -165,22 +195,11 @@ safetensors_file snapshot::finish() && {
 bool loaded_checkpoint::has(std::string_view key) const { return file.metadata.contains(std::string(key)); }
 
 const std::string& loaded_checkpoint::get(std::string_view key) const {
-  const auto it = file.metadata.find(std::string(key));
-  if (it == file.metadata.end())
-    throw checkpoint_error("tessel::io::loaded_checkpoint::get: " + quoted(path) + ": no metadata entry '" +
-                           std::string(key) + "'");
-  return it->second;
+  return detail::metadata_entry(file.metadata, key, path, "tessel::io::loaded_checkpoint::get");
 }
 
 random::key loaded_checkpoint::key() const {
-  const std::string& text = get("tessel.rng_key");
-  const std::size_t comma = text.find(',');
-  const auto k0 = detail::parse_u64(std::string_view(text).substr(0, comma));
-  const auto k1 = comma == std::string::npos ? std::nullopt : detail::parse_u64(std::string_view(text).substr(comma + 1));
-  if (!k0 || !k1 || *k0 > 0xffffffffu || *k1 > 0xffffffffu)
-    throw checkpoint_error("tessel::io::loaded_checkpoint::key: " + quoted(path) + ": 'tessel.rng_key' is '" + text +
-                           "', expected two 32-bit words 'k0,k1'");
-  return random::key(static_cast<std::uint32_t>(*k0), static_cast<std::uint32_t>(*k1));
+  return detail::key_of_metadata(file.metadata, path, "tessel::io::loaded_checkpoint::key");
 }
 
 loaded_checkpoint check_checkpoint(safetensors_file file, const std::filesystem::path& path) {
@@ -210,6 +229,13 @@ loaded_checkpoint check_checkpoint(safetensors_file file, const std::filesystem:
 
 loaded_checkpoint read_checkpoint(const std::filesystem::path& path) {
   return check_checkpoint(read_safetensors(path), path);
+}
+
+loaded_checkpoint import_safetensors(const std::filesystem::path& path) {
+  loaded_checkpoint out;
+  out.path = path;
+  out.file = read_safetensors(path);
+  return out;
 }
 
 std::string checkpoint_file::run() const {

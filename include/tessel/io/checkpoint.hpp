@@ -83,6 +83,16 @@ std::string describe_leaf() {
 // "bf16[4]" for a BF16 [4] entry (the format's name for dtypes tessel does not have).
 std::string describe_entry(const safetensors_entry& e);
 
+// What loaded_checkpoint and sharded_checkpoint share: a metadata entry (throws checkpoint_error naming
+// `who`, the path and the key when it is missing), the random key's text "k0,k1" and its parser, and the
+// error of a load whose trees do not match, listing every problem.
+const std::string& metadata_entry(const std::map<std::string, std::string>& metadata, std::string_view key,
+                                  const std::filesystem::path& path, std::string_view who);
+std::string key_text(random::key k);
+random::key key_of_metadata(const std::map<std::string, std::string>& metadata, const std::filesystem::path& path,
+                            std::string_view who);
+[[noreturn]] void throw_mismatch(std::string_view who, const std::filesystem::path& path, const std::vector<std::string>& problems);
+
 }  // namespace detail
 
 // The contents of one checkpoint, built on the caller's thread: add() copies the trees' tensors, so the
@@ -159,13 +169,7 @@ class loaded_checkpoint {
       if (!used[i])
         problems.push_back("tensor '" + file.tensors[i].name + "' (" + detail::describe_entry(file.tensors[i]) +
                            ") is in the file but not in the program");
-    if (!problems.empty()) {
-      std::string message = "tessel::io::loaded_checkpoint::load: " + quoted(path) + " does not match the program (" +
-                             std::to_string(problems.size()) + (problems.size() == 1 ? " problem" : " problems") + "):";
-      for (const std::string& p : problems) message += "\n  " + p;
-      message += "\nfix: restore into the trees the checkpoint was saved from, or start without --resume";
-      throw checkpoint_error(message);
-    }
+    if (!problems.empty()) detail::throw_mismatch("tessel::io::loaded_checkpoint::load", path, problems);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((slots.tree = std::move(std::get<I>(staged))), ...);
     }(std::index_sequence_for<Trees...>{});
@@ -211,6 +215,11 @@ loaded_checkpoint check_checkpoint(safetensors_file file, const std::filesystem:
 // subclass checkpoint_error) naming the file if it is missing, truncated, malformed or corrupted; never
 // reads past the file or allocates more than its size.
 loaded_checkpoint read_checkpoint(const std::filesystem::path& path);
+
+// Any safetensors file, for load() to fill trees from: one that another tool wrote
+// (safetensors.torch.save_file, a consolidated JAX state) carries no tessel metadata or checksum, so only
+// the format is checked (read_safetensors); the step is 0. Throws format_error naming the file.
+loaded_checkpoint import_safetensors(const std::filesystem::path& path);
 
 struct checkpoint_options {
   std::size_t keep = 3;       // checkpoints kept in the directory (the newest; at least 1)
