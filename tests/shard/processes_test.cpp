@@ -8,7 +8,9 @@
 //                                   at most S seconds (default 30; the kill and stop tests)
 //   processes_test --stall          process 1 stops calling collectives (the timeout test)
 //   processes_test --other-program  process 1 runs another program of the same sizes (the fingerprint test)
-//   processes_test --soak N         every collective N times at two sizes against one process's results
+//   processes_test --soak N         every collective N times at 64 B to 1 MiB (N/20 at 16 MiB) against one
+//                                   process's results
+//   processes_test --soak-large N   the same N times at 64 MiB (by hand: about 1 GB a process)
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -188,6 +190,15 @@ int soak(int iterations) {
   return wrong == 0 ? 0 : 1;
 }
 
+// The suite's largest size, by hand only (about 1 GB a process): 4096 x 4096 f32, 64 MiB in all (16 MiB a
+// device; the all_gather's result 32 MiB a device).
+int soak_large(int iterations) {
+  const std::size_t wrong = wrong_results<shape<4096, 4096>>(iterations);
+  std::printf("process %zu of %zu: 9 collectives, %d iterations at 64 MiB: %zu wrong results\n", distributed::process_index(),
+              distributed::process_count(), iterations, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
 // Process 1 never reaches the collective: process 0 must end the run when its wait times out.
 int stall() {
   if (distributed::process_index() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
@@ -220,6 +231,7 @@ int main(int argc, char** argv) {
   if (stalling) return stall();
   if (argc > 1 && std::string(argv[1]) == "--other-program") return other_program();
   if (argc > 2 && std::string(argv[1]) == "--soak") return soak(std::stoi(argv[2]));
+  if (argc > 2 && std::string(argv[1]) == "--soak-large") return soak_large(std::stoi(argv[2]));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
