@@ -313,6 +313,112 @@ std::string failure_of(F&& f) {
   }
 }
 
+// Writes this process's file of blocks (synced); `placed` gets every block's offset in it and its hash.
+// Returns the file's size.
+std::uint64_t write_blocks(const std::filesystem::path& file, const sharded_snapshot& s, std::size_t me, std::size_t count,
+                           std::vector<std::pair<std::uint64_t, std::uint64_t>>& placed) {
+  safetensors_file f;
+  for (const sharded_snapshot::block& b : s.blocks()) {
+    const sharded_snapshot::tensor_entry& e = s.tensors()[b.tensor];
+    f.tensors.push_back({block_name(e.name, b.where), e.dtype, b.where.extent, b.bytes});
+  }
+  f.metadata["tessel.format"] = std::string(sharded_checkpoint_format);
+  f.metadata["tessel.step"] = std::to_string(s.step());
+  f.metadata["tessel.process"] = std::to_string(me) + " of " + std::to_string(count);
+  const std::vector<std::byte> bytes = serialize_safetensors(f);
+  std::uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  std::uint64_t at = 8 + header;
+  for (const sharded_snapshot::block& b : s.blocks()) {
+    placed.emplace_back(at, block_hash(b.bytes.data(), b.bytes.size()));
+    at += b.bytes.size();
+  }
+  write_file_atomically(file, [&](output_file& out) { out.write(std::span<const std::byte>(bytes)); });
+  return bytes.size();
+}
+
+// index.json: the metadata, every process's file and its size, every tensor with its blocks (file, box,
+// offset and hash as their writers reported them).
+std::string index_json(const sharded_snapshot& s, const std::map<std::string, std::string>& metadata,
+                       const std::vector<std::vector<std::pair<std::size_t, box>>>& blocks_of,
+                       const std::vector<std::vector<std::byte>>& written) {
+  const std::size_t count = written.size();
+  std::string index = "{\"format\":";
+  json::write_string(index, sharded_checkpoint_format);
+  index += ",\"step\":" + std::to_string(s.step()) + ",\"processes\":" + std::to_string(count) + ",\"metadata\":{";
+  bool first = true;
+  for (const auto& [k, v] : metadata) {
+    if (!first) index += ',';
+    first = false;
+    json::write_string(index, k);
+    index += ':';
+    json::write_string(index, v);
+  }
+  index += "},\"files\":[";
+  for (std::size_t p = 0; p < count; ++p) {
+    if (p) index += ',';
+    index += "{\"name\":";
+    json::write_string(index, process_file_name(p, count));
+    index += ",\"bytes\":" + std::to_string(save_exchange::file_bytes(written[p])) + "}";
+  }
+  index += "],\"tensors\":[";
+  for (std::size_t t = 0; t < s.tensors().size(); ++t) {
+    const sharded_snapshot::tensor_entry& e = s.tensors()[t];
+    index += t ? ",\n" : "\n";
+    index += "{\"name\":";
+    json::write_string(index, e.name);
+    index += ",\"dtype\":";
+    json::write_string(index, e.dtype);
+    index += ",\"shape\":";
+    write_dims(index, e.layout.dims);
+    index += ",\"blocks\":[";
+    bool first_block = true;
+    for (std::size_t p = 0; p < count; ++p)
+      for (std::size_t i = 0; i < blocks_of[p].size(); ++i) {
+        if (blocks_of[p][i].first != t) continue;
+        const box& where = blocks_of[p][i].second;
+        const auto [offset, hash] = save_exchange::block(written[p], i);
+        index += first_block ? "" : ",";
+        first_block = false;
+        index += "{\"file\":" + std::to_string(p) + ",\"start\":";
+        write_dims(index, where.start);
+        index += ",\"shape\":";
+        write_dims(index, where.extent);
+        index += ",\"offset\":" + std::to_string(offset) + ",\"hash\":\"" + hex64(hash) + "\"}";
+      }
+    index += "]}";
+  }
+  index += "\n]}\n";
+  return index;
+}
+
+// After the commit of `step_saved`: the newest `keep` committed steps stay (of this run, when it is named;
+// never deleting one newer than `step_saved`), damaged ones of a named run go, and what interrupted saves left.
+void prune_sharded(const std::filesystem::path& dir, std::uint64_t step_saved, const sharded_save_options& options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::uint64_t> kept;
+  for (const std::uint64_t step : sharded_steps(dir)) {
+    if (options.run.empty() || step == step_saved) {
+      kept.push_back(step);
+      continue;
+    }
+    try {
+      const sharded_checkpoint c = read_sharded(dir / step_name(step));
+      if (c.has(checkpoint_run_key) && c.get(checkpoint_run_key) == options.run) kept.push_back(step);
+    } catch (const std::exception&) {
+      fs::remove_all(dir / step_name(step), ec);  // damaged: never usable, whatever its step
+    }
+  }
+  for (std::size_t i = 0; i + options.keep < kept.size() && kept[i] < step_saved; ++i)
+    fs::remove_all(dir / step_name(kept[i]), ec);
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("step-") && (name.ends_with(".partial") || name.ends_with(".replaced")))
+      fs::remove_all(entry.path(), ec);
+  }
+}
+
 }  // namespace detail
 
 void save_sharded(const std::filesystem::path& dir, const sharded_snapshot& s, sharded_save_options options) {
@@ -364,27 +470,7 @@ void save_sharded(const std::filesystem::path& dir, const sharded_snapshot& s, s
   // 2. Every process writes its blocks, synced, and reports where each one is and its hash.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> placed;
   std::uint64_t file_bytes = 0;
-  failure = detail::failure_of([&] {
-    safetensors_file f;
-    for (const sharded_snapshot::block& b : s.blocks()) {
-      const sharded_snapshot::tensor_entry& e = s.tensors()[b.tensor];
-      f.tensors.push_back({detail::block_name(e.name, b.where), e.dtype, b.where.extent, b.bytes});
-    }
-    f.metadata["tessel.format"] = std::string(sharded_checkpoint_format);
-    f.metadata["tessel.step"] = std::to_string(s.step());
-    f.metadata["tessel.process"] = std::to_string(me) + " of " + std::to_string(count);
-    const std::vector<std::byte> bytes = serialize_safetensors(f);
-    std::uint64_t header = 0;
-    std::memcpy(&header, bytes.data(), 8);
-    std::uint64_t at = 8 + header;
-    for (const sharded_snapshot::block& b : s.blocks()) {
-      placed.emplace_back(at, detail::block_hash(b.bytes.data(), b.bytes.size()));
-      at += b.bytes.size();
-    }
-    write_file_atomically(staging / detail::process_file_name(me, count),
-                          [&](output_file& out) { out.write(std::span<const std::byte>(bytes)); });
-    file_bytes = bytes.size();
-  });
+  failure = detail::failure_of([&] { file_bytes = detail::write_blocks(staging / detail::process_file_name(me, count), s, me, count, placed); });
   const auto written = exchange.exchange(failure, file_bytes, placed);
   detail::require_all(written, prefix, "write its blocks");
 
@@ -392,54 +478,9 @@ void save_sharded(const std::filesystem::path& dir, const sharded_snapshot& s, s
   failure.clear();
   if (me == 0)
     failure = detail::failure_of([&] {
-      std::string index = "{\"format\":";
-      json::write_string(index, sharded_checkpoint_format);
-      index += ",\"step\":" + std::to_string(s.step()) + ",\"processes\":" + std::to_string(count) + ",\"metadata\":{";
       std::map<std::string, std::string> metadata = s.metadata();
       if (!options.run.empty()) metadata[std::string(checkpoint_run_key)] = options.run;
-      bool first = true;
-      for (const auto& [k, v] : metadata) {
-        if (!first) index += ',';
-        first = false;
-        json::write_string(index, k);
-        index += ':';
-        json::write_string(index, v);
-      }
-      index += "},\"files\":[";
-      for (std::size_t p = 0; p < count; ++p) {
-        if (p) index += ',';
-        index += "{\"name\":";
-        json::write_string(index, detail::process_file_name(p, count));
-        index += ",\"bytes\":" + std::to_string(detail::save_exchange::file_bytes(written[p])) + "}";
-      }
-      index += "],\"tensors\":[";
-      for (std::size_t t = 0; t < s.tensors().size(); ++t) {
-        const sharded_snapshot::tensor_entry& e = s.tensors()[t];
-        index += t ? ",\n" : "\n";
-        index += "{\"name\":";
-        json::write_string(index, e.name);
-        index += ",\"dtype\":";
-        json::write_string(index, e.dtype);
-        index += ",\"shape\":";
-        detail::write_dims(index, e.layout.dims);
-        index += ",\"blocks\":[";
-        bool first_block = true;
-        for (std::size_t p = 0; p < count; ++p)
-          for (std::size_t i = 0; i < blocks_of[p].size(); ++i) {
-            if (blocks_of[p][i].first != t) continue;
-            const box& where = blocks_of[p][i].second;
-            const auto [offset, hash] = detail::save_exchange::block(written[p], i);
-            index += first_block ? "" : ",";
-            first_block = false;
-            index += "{\"file\":" + std::to_string(p) + ",\"start\":";
-            detail::write_dims(index, where.start);
-            index += ",\"shape\":";
-            detail::write_dims(index, where.extent);
-            index += ",\"offset\":" + std::to_string(offset) + ",\"hash\":\"" + detail::hex64(hash) + "\"}";
-          }
-        index += "]}";
-      }
-      index += "\n]}\n";
+      const std::string index = detail::index_json(s, metadata, blocks_of, written);
       write_file_atomically(staging / "index.json", [&](output_file& out) { out.write(index); });
 
       const fs::path replaced = dir / (step_dir + ".replaced");
@@ -450,28 +491,7 @@ void save_sharded(const std::filesystem::path& dir, const sharded_snapshot& s, s
       std::error_code ec;
       fs::remove_all(replaced, ec);
 
-      // Keep the newest `keep` committed steps (of this run, when it is named; never deleting one newer than
-      // this save's), and drop what interrupted saves left.
-      std::vector<std::uint64_t> kept;
-      for (const std::uint64_t step : sharded_steps(dir)) {
-        if (options.run.empty() || step == s.step()) {
-          kept.push_back(step);
-          continue;
-        }
-        try {
-          const sharded_checkpoint c = read_sharded(dir / detail::step_name(step));
-          if (c.has(checkpoint_run_key) && c.get(checkpoint_run_key) == options.run) kept.push_back(step);
-        } catch (const std::exception&) {
-          fs::remove_all(dir / detail::step_name(step), ec);  // damaged: never usable, whatever its step
-        }
-      }
-      for (std::size_t i = 0; i + options.keep < kept.size() && kept[i] < s.step(); ++i)
-        fs::remove_all(dir / detail::step_name(kept[i]), ec);
-      for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.starts_with("step-") && (name.ends_with(".partial") || name.ends_with(".replaced")))
-          fs::remove_all(entry.path(), ec);
-      }
+      detail::prune_sharded(dir, s.step(), options);
     });
   detail::require_all(exchange.exchange(failure, 0, {}), prefix, "commit the checkpoint");
 }
