@@ -470,7 +470,8 @@ void save_sharded(const std::filesystem::path& dir, const sharded_snapshot& s, s
   // 2. Every process writes its blocks, synced, and reports where each one is and its hash.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> placed;
   std::uint64_t file_bytes = 0;
-  failure = detail::failure_of([&] { file_bytes = detail::write_blocks(staging / detail::process_file_name(me, count), s, me, count, placed); });
+  failure = detail::failure_of(
+      [&] { file_bytes = detail::write_blocks(staging / detail::process_file_name(me, count), s, me, count, placed); });
   const auto written = exchange.exchange(failure, file_bytes, placed);
   detail::require_all(written, prefix, "write its blocks");
 
@@ -519,7 +520,8 @@ std::vector<std::byte> sharded_checkpoint::read_block(const stored_tensor& t, co
   bytes_read_ += bytes.size();
   if (const std::uint64_t h = detail::block_hash(bytes.data(), bytes.size()); h != b.hash)
     in.fail("corrupted: block '" + name + "' (" + std::to_string(bytes.size()) + " bytes at offset " +
-            std::to_string(b.offset) + ") hashes to " + detail::hex64(h) + ", the index records " + detail::hex64(b.hash));
+            std::to_string(b.offset) + ") hashes to " + detail::hex64(h) + ", the index records " +
+            detail::hex64(b.hash));
   return bytes;
 }
 

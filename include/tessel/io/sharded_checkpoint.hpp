@@ -18,10 +18,11 @@
 // hash of its bytes), the step and the caller's metadata. A block is written once, by the process of the
 // first device holding it (JAX's replica 0), so a replicated parameter is written by process 0 alone.
 //
+// `dir` is one directory that every process sees (on several machines, a shared file system), as Orbax's.
 // A save is committed by one rename: every process writes its file into "step-<S>.partial"; once all have
 // written and synced theirs (an exchange over the process transport, kernels/collective.hpp), process 0
-// writes the index and renames the directory to "step-<S>". A process that dies or fails at any point leaves
-// no "step-<S>", so the previous checkpoint stays the newest committed one; every process of the save throws
+// writes the index and renames the directory to "step-<S>". A process that dies or fails before that rename
+// leaves no "step-<S>", so the previous checkpoint stays the newest committed one; every process of the save throws
 // checkpoint_error naming the failed process and its error (or the transport ends the run naming the
 // process that never arrived). Process 0 then deletes committed steps beyond `keep` and what earlier,
 // interrupted saves left.
