@@ -44,22 +44,30 @@ TEST(ShardedCheckpoint, BlocksAreTheMeshsBlocks) {
   expect_layout_matches_mesh<M, P<>, shape<7>>();
 }
 
-TEST(ShardedCheckpoint, OneWriterPerBlock) {
+// Every element written once, a block held by several processes cut between them along its first dimension.
+TEST(ShardedCheckpoint, EveryElementWrittenOnceAndShared) {
   using M = mesh<axis<"data", 2, tessel::over_processes>, axis<"model", 2>>;
+  using piece = io::tensor_layout::piece;
+  const auto same = [](const std::vector<piece>& got, const std::vector<piece>& want) {
+    if (got.size() != want.size()) return false;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (got[i].process != want[i].process || !(got[i].where == want[i].where)) return false;
+    return true;
+  };
+  // Megatron's column blocks are held by both processes (along "data"): each writes half of each's rows.
+  EXPECT_TRUE(same(io::layout_of<M, P<none, "model">, shape<4, 4>>().pieces(),
+                   {{0, {{0, 0}, {2, 2}}}, {1, {{2, 0}, {2, 2}}}, {0, {{0, 2}, {2, 2}}}, {1, {{2, 2}, {2, 2}}}}));
+  // Replicated: half each. Fully sharded: each process its block (both its devices hold it). A scalar, or a
+  // block of one row, by its first holder.
+  EXPECT_TRUE(same(io::layout_of<M, P<>, shape<4>>().pieces(), {{0, {{0}, {2}}}, {1, {{2}, {2}}}}));
+  EXPECT_TRUE(same(io::layout_of<M, P<"data">, shape<4>>().pieces(), {{0, {{0}, {2}}}, {1, {{2}, {2}}}}));
+  EXPECT_TRUE(same(io::layout_of<M, P<>, shape<>>().pieces(), {{0, {{}, {}}}}));
+  EXPECT_TRUE(same(io::layout_of<M, P<"data">, shape<2, 3>>().pieces(), {{0, {{0, 0}, {1, 3}}}, {1, {{1, 0}, {1, 3}}}}));
+  EXPECT_TRUE(same(io::layout_of<M, P<>, shape<1, 3>>().pieces(), {{0, {{0, 0}, {1, 3}}}}));
   const io::tensor_layout megatron = io::layout_of<M, P<none, "model">, shape<4, 4>>();
-  EXPECT_TRUE(megatron.writes(0));  // data 0: the writers of both column blocks
-  EXPECT_TRUE(megatron.writes(1));
-  EXPECT_FALSE(megatron.writes(2));  // data 1 holds the same blocks
-  EXPECT_FALSE(megatron.writes(3));
   EXPECT_EQ(megatron.processes(), 2u);
-  EXPECT_EQ(megatron.boxes_of_process(1).size(), 2u);  // process 1 holds both blocks too (to read)
-  const io::tensor_layout replicated = io::layout_of<M, P<>, shape<4>>();
-  for (std::size_t d = 1; d < 4; ++d) EXPECT_FALSE(replicated.writes(d));
-  const io::tensor_layout fsdp = io::layout_of<M, P<"data">, shape<4>>();
-  EXPECT_TRUE(fsdp.writes(0));
-  EXPECT_FALSE(fsdp.writes(1));
-  EXPECT_TRUE(fsdp.writes(2));
-  EXPECT_EQ(fsdp.boxes_of_process(1), (std::vector<io::box>{io::box{{2}, {2}}}));
+  EXPECT_EQ(megatron.boxes_of_process(1).size(), 2u);  // process 1 holds (and reads) both column blocks
+  EXPECT_EQ((io::layout_of<M, P<"data">, shape<4>>().boxes_of_process(1)), (std::vector<io::box>{io::box{{2}, {2}}}));
 }
 
 // Saves the state of `step` laid out as L over 4 devices of this process.

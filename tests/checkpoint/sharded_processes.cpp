@@ -5,7 +5,8 @@
 //                 over this run's processes: every element of every block this process's devices hold bit for
 //                 bit the saved one, every other element untouched, and only the stored blocks overlapping
 //                 those read (all of them for a replicated layout; 1/P of them for the layout it was saved in
-//                 when fully sharded)
+//                 when fully sharded); and each of the P saving processes wrote 1/P of the state, whatever
+//                 the layout
 //   loop DIR      restores DIR's newest checkpoint (checking it), prints "saving", then saves steps after it
 //                 (fully sharded, keep 2) until it is killed
 //   verify DIR    restores DIR's newest checkpoint and checks it; prints its step
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sharded_state.hpp"
 #include "tessel/distributed.hpp"
@@ -107,6 +109,14 @@ int run(const std::string& mode, const fs::path& dir) {
         const auto c = io::latest_sharded(dir / name);
         require(c.has_value(), name + ": no committed checkpoint");
         require(c->step == 100 * saved_by + place_of(from) && c->processes == saved_by, name + ": wrong step or process count");
+        // Every layout here splits evenly: each process wrote its share, the count (4 bytes) by process 0.
+        std::vector<std::uint64_t> written(saved_by, 0);
+        for (const auto& t : c->tensors)
+          for (const auto& b : t.blocks) written[b.file] += b.where.volume() * io::find_safetensors_dtype(t.dtype)->size;
+        for (std::size_t p = 0; p < saved_by; ++p)
+          require(written[p] == (state_bytes - 4) / saved_by + (p == 0 ? 4 : 0),
+                  name + ": process " + std::to_string(p) + " wrote " + std::to_string(written[p]) + " bytes of the " +
+                      std::to_string(state_bytes) + ", not its share");
         const std::uint64_t dp = restore<layout::data_parallel, D>(*c, name);
         const std::uint64_t fsdp = restore<layout::fully_sharded, D>(*c, name);
         restore<layout::megatron, D>(*c, name);

@@ -73,14 +73,30 @@ box tensor_layout::block_of(std::size_t device) const {
   return b;
 }
 
-bool tensor_layout::writes(std::size_t device) const {
-  const std::vector<std::size_t> c = detail::mesh_coordinates(mesh, device);
-  for (std::size_t a = 0; a < mesh.size(); ++a) {
-    bool used = false;
-    for (const auto& axes : cuts) used = used || std::find(axes.begin(), axes.end(), a) != axes.end();
-    if (!used && c[a] != 0) return false;
+std::vector<tensor_layout::piece> tensor_layout::pieces() const {
+  const std::size_t local = devices() / processes();
+  std::vector<piece> out;
+  std::vector<box> done;
+  for (std::size_t d = 0; d < devices(); ++d) {
+    const box b = block_of(d);
+    if (std::find(done.begin(), done.end(), b) != done.end()) continue;
+    done.push_back(b);
+    std::vector<std::size_t> holders;  // the processes holding b, in order
+    for (std::size_t e = d; e < devices(); ++e)
+      if (const std::size_t p = e / local; block_of(e) == b && std::find(holders.begin(), holders.end(), p) == holders.end())
+        holders.push_back(p);
+    const std::uint64_t rows = b.extent.empty() ? 0 : b.extent[0];
+    const std::uint64_t cuts = rows == 0 ? 1 : std::min<std::uint64_t>(holders.size(), rows);
+    for (std::size_t k = 0; k < cuts; ++k) {
+      box part = b;
+      if (rows != 0) {
+        part.start[0] = b.start[0] + rows * k / cuts;
+        part.extent[0] = rows * (k + 1) / cuts - rows * k / cuts;
+      }
+      out.push_back({holders[k], std::move(part)});
+    }
   }
-  return true;
+  return out;
 }
 
 std::vector<box> tensor_layout::boxes_of_process(std::size_t process) const {
@@ -150,11 +166,6 @@ std::size_t process_of_mesh(std::size_t mesh_processes, std::string_view who) {
   return run.index;
 }
 
-// The process of the run that writes the blocks of `device` (a mesh within one process: process 0).
-std::size_t owner_of(const tensor_layout& l, std::size_t device) {
-  return l.processes() == 1 ? 0 : device / (l.devices() / l.processes());
-}
-
 std::string step_name(std::uint64_t step) {
   std::string digits = std::to_string(step);
   if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
@@ -209,9 +220,9 @@ void sharded_snapshot::add_leaf(const std::string& name, std::string dtype, std:
       throw std::invalid_argument("tessel::io::sharded_snapshot::add: a tensor named '" + name + "' exists already");
   tensors_.push_back({name, std::move(dtype), element_bytes, layout});
   const box whole{std::vector<std::uint64_t>(layout.dims.size(), 0), layout.dims};
-  for (std::size_t d = 0; d < layout.devices(); ++d) {
-    if (!layout.writes(d) || detail::owner_of(layout, d) != process) continue;
-    block b{tensors_.size() - 1, layout.block_of(d), {}};
+  for (const tensor_layout::piece& p : layout.pieces()) {
+    if (p.process != process) continue;
+    block b{tensors_.size() - 1, p.where, {}};
     b.bytes.resize(b.where.volume() * element_bytes);
     detail::copy_region(data, whole, b.bytes.data(), b.where, b.where, element_bytes);
     blocks_.push_back(std::move(b));
@@ -447,8 +458,7 @@ void save_sharded(const std::filesystem::path& dir, const sharded_snapshot& s, s
       program.add(axes.size());
       for (const std::size_t a : axes) program.add(a);
     }
-    for (std::size_t d = 0; d < e.layout.devices(); ++d)
-      if (e.layout.writes(d)) blocks_of[detail::owner_of(e.layout, d)].emplace_back(t, e.layout.block_of(d));
+    for (const tensor_layout::piece& p : e.layout.pieces()) blocks_of[p.process].emplace_back(t, p.where);
   }
   std::size_t max_blocks = 0;
   for (const auto& b : blocks_of) max_blocks = std::max(max_blocks, b.size());

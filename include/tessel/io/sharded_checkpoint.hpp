@@ -15,8 +15,9 @@
 // On disk, step S is the directory "step-<S, 12 digits>" holding "process-<i>-of-<P>.safetensors" for every
 // process i (plain safetensors files: the blocks process i owns, each named "<tensor>@<start>", "params.w1@0,64")
 // and "index.json": every tensor's dtype, global shape and blocks (file, start, shape, byte offset, a 64-bit
-// hash of its bytes), the step and the caller's metadata. A block is written once, by the process of the
-// first device holding it (JAX's replica 0), so a replicated parameter is written by process 0 alone.
+// hash of its bytes), the step and the caller's metadata. Every element is written once: a block held by
+// several processes (a replicated tensor, Megatron's blocks along "data") is cut along its first dimension
+// between them, so that no process writes more than its share (tensor_layout::pieces).
 //
 // `dir` is one directory that every process sees (on several machines, a shared file system), as Orbax's.
 // A save is committed by one rename: every process writes its file into "step-<S>.partial"; once all have
@@ -81,9 +82,15 @@ struct tensor_layout {
   std::size_t processes() const;
   // The box device `device` holds.
   box block_of(std::size_t device) const;
-  // Whether `device` is the first of the devices holding its block (those that differ from it only along
-  // axes the layout does not use): the one whose process writes the block.
-  bool writes(std::size_t device) const;
+  // What a save writes, each box once, and the process that writes it, in device order: each block cut along
+  // its first dimension between the processes holding it (those of the devices that differ only along axes
+  // the layout does not use), so a replicated tensor is written 1/P by each of P processes; a block of one
+  // holder, or a scalar, whole by it. (A mesh inside one process: everything by process 0.)
+  struct piece {
+    std::size_t process;
+    box where;
+  };
+  std::vector<piece> pieces() const;
   // The distinct boxes the devices of process `process` hold, in device order.
   std::vector<box> boxes_of_process(std::size_t process) const;
 };
@@ -144,12 +151,12 @@ laid_out_slot<Spec, Tree> slot(std::string_view name, Tree& tree) {
   return {name, tree};
 }
 
-// The blocks of one checkpoint that this process owns, copied when added.
+// The parts of one checkpoint that this process writes (tensor_layout::pieces), copied when added.
 class sharded_snapshot {
  public:
   explicit sharded_snapshot(std::uint64_t step = 0) : step_(step) {}
 
-  // Copies the blocks of every leaf of `tree` that this process writes, the tree laid out by Spec (a
+  // Copies the pieces of every leaf of `tree` that this process writes, the tree laid out by Spec (a
   // PartitionSpec for every leaf, or a spec tree) over M; the names are checkpoint.hpp's ("params.w1").
   // Throws std::invalid_argument if a name is taken, or if M spans another number of processes than the run.
   template <class M, class Spec, class Tree>
