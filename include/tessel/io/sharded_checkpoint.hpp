@@ -114,6 +114,20 @@ tensor_layout layout_of() {
 
 namespace detail {
 
+// How a spec that does not fit its tree is reported: shard_map's checks (one error naming the leaf, its
+// type, the mesh, the rule broken and the fix), under this function's name.
+template <fixed_string Function>
+struct spec_names {
+  static constexpr fixed_string function = Function;
+  static constexpr fixed_string in = "Spec";
+  static constexpr fixed_string out = "Spec";
+  static constexpr bool struct_spec_trees = true;  // a struct takes one spec per member, as jit's in_shardings
+};
+template <fixed_string Function, class M, class Spec, class Tree>
+consteval bool fits() {
+  return shard_detail::check_arguments<spec_names<Function>, M, specs<Spec>, Tree>();
+}
+
 // Every leaf of a Tree with its layout under M and Spec (a PartitionSpec for every leaf, or a spec tree).
 template <class M, class Spec, class Tree>
 std::vector<tensor_layout> leaf_layouts() {
@@ -161,17 +175,19 @@ class sharded_snapshot {
   // Throws std::invalid_argument if a name is taken, or if M spans another number of processes than the run.
   template <class M, class Spec, class Tree>
   sharded_snapshot& add(std::string_view name, const Tree& tree) {
-    const std::size_t process = detail::process_of_mesh(M::processes, "tessel::io::sharded_snapshot::add");
-    const std::vector<tensor_layout> layouts = detail::leaf_layouts<M, Spec, Tree>();
-    std::size_t leaf = 0;
-    tree::for_each_named(
-        tree,
-        [&](const std::string& leaf_name, const auto& t) {
-          using L = std::remove_cvref_t<decltype(t)>;
-          add_leaf(leaf_name, std::string(safetensors_dtype_of<typename L::value_type>()), sizeof(typename L::value_type),
-                   layouts[leaf++], reinterpret_cast<const std::byte*>(t.data()), process);
-        },
-        std::string(name));
+    if constexpr (detail::fits<"tessel::io::sharded_snapshot::add", M, Spec, Tree>()) {
+      const std::size_t process = detail::process_of_mesh(M::processes, "tessel::io::sharded_snapshot::add");
+      const std::vector<tensor_layout> layouts = detail::leaf_layouts<M, Spec, Tree>();
+      std::size_t leaf = 0;
+      tree::for_each_named(
+          tree,
+          [&](const std::string& leaf_name, const auto& t) {
+            using L = std::remove_cvref_t<decltype(t)>;
+            add_leaf(leaf_name, std::string(safetensors_dtype_of<typename L::value_type>()), sizeof(typename L::value_type),
+                     layouts[leaf++], reinterpret_cast<const std::byte*>(t.data()), process);
+          },
+          std::string(name));
+    }
     return *this;
   }
   // A metadata entry (text); keys starting with "tessel." are reserved.
@@ -254,16 +270,7 @@ class sharded_checkpoint {
   // damaged block, and leaves the trees untouched.
   template <class M, class... Spec, class... Trees>
   void load(laid_out_slot<Spec, Trees>... slots) const {
-    const std::size_t process = detail::process_of_mesh(M::processes, "tessel::io::sharded_checkpoint::load");
-    std::tuple<Trees...> staged{slots.tree...};
-    std::vector<request> requests;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (collect<M, Spec>(std::get<I>(staged), slots.name, requests), ...);
-    }(std::index_sequence_for<Trees...>{});
-    fill(requests, process);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((slots.tree = std::move(std::get<I>(staged))), ...);
-    }(std::index_sequence_for<Trees...>{});
+    if constexpr ((detail::fits<"tessel::io::sharded_checkpoint::load", M, Spec, Trees>() && ...)) load_checked<M>(slots...);
   }
   // Fills whole tensors, in any process.
   template <class... Trees>
@@ -277,6 +284,19 @@ class sharded_checkpoint {
   void consolidate(const std::filesystem::path& file) const;
 
  private:
+  template <class M, class... Spec, class... Trees>
+  void load_checked(laid_out_slot<Spec, Trees>... slots) const {
+    const std::size_t process = detail::process_of_mesh(M::processes, "tessel::io::sharded_checkpoint::load");
+    std::tuple<Trees...> staged{slots.tree...};
+    std::vector<request> requests;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (collect<M, Spec>(std::get<I>(staged), slots.name, requests), ...);
+    }(std::index_sequence_for<Trees...>{});
+    fill(requests, process);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((slots.tree = std::move(std::get<I>(staged))), ...);
+    }(std::index_sequence_for<Trees...>{});
+  }
   struct request {
     std::string name, dtype;
     std::vector<std::uint64_t> dims;
