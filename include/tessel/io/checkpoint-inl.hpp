@@ -76,6 +76,21 @@ class hasher {
   std::uint64_t h_ = 0x6a09e667f3bcc908ULL;
 };
 
+// 16 lowercase hex digits: how checksums and block hashes are written.
+std::string hex64(std::uint64_t v) {
+  char out[17];
+  for (int i = 0; i < 16; ++i) out[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
+  out[16] = '\0';
+  return out;
+}
+
+// A step as checkpoint names write it: 12 digits, zero-padded, so that names sort as steps do.
+std::string step_digits(std::uint64_t step) {
+  std::string digits = std::to_string(step);
+  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
+  return digits;
+}
+
 // The checksum of a checkpoint file: names, dtypes, shapes and bytes in file order, then the metadata
 // (sorted by key) except "tessel.checksum" itself; as 16 hex digits.
 std::string checkpoint_checksum(const safetensors_file& f) {
@@ -94,11 +109,7 @@ std::string checkpoint_checksum(const safetensors_file& f) {
     h.text(k);
     h.text(v);
   }
-  char out[17];
-  const std::uint64_t v = h.value();
-  for (int i = 0; i < 16; ++i) out[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
-  out[16] = '\0';
-  return out;
+  return hex64(h.value());
 }
 
 std::optional<std::uint64_t> parse_u64(std::string_view s) {
@@ -246,9 +257,7 @@ std::string checkpoint_file::run() const {
 namespace detail {
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::uint64_t step) {
-  std::string digits = std::to_string(step);
-  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
-  return dir / ("ckpt-" + digits + ".safetensors");
+  return dir / ("ckpt-" + step_digits(step) + ".safetensors");
 }
 
 std::vector<std::uint64_t> checkpoint_steps(const std::filesystem::path& dir) {

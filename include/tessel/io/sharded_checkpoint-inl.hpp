@@ -166,11 +166,7 @@ std::size_t process_of_mesh(std::size_t mesh_processes, std::string_view who) {
   return run.index;
 }
 
-std::string step_name(std::uint64_t step) {
-  std::string digits = std::to_string(step);
-  if (digits.size() < 12) digits.insert(0, 12 - digits.size(), '0');
-  return "step-" + digits;
-}
+std::string step_name(std::uint64_t step) { return "step-" + step_digits(step); }
 
 std::string process_file_name(std::size_t process, std::size_t count) {
   return "process-" + std::to_string(process) + "-of-" + std::to_string(count) + ".safetensors";
@@ -183,13 +179,6 @@ std::string block_name(const std::string& tensor, const box& where) {
     s += std::to_string(where.start[d]);
   }
   return s;
-}
-
-std::string hex64(std::uint64_t v) {
-  char out[17];
-  for (int i = 0; i < 16; ++i) out[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
-  out[16] = '\0';
-  return out;
 }
 
 std::uint64_t block_hash(const std::byte* data, std::size_t n) {
