@@ -2,7 +2,7 @@
 # core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle.
 include(GoogleTest)
 
-set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export)
+set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export pipeline)
 
 # The JAX judges (the oracle and export tests, the checkpoints' interop test) come from the virtual
 # environment that `scripts/setup` makes (.venv, or TESSEL_JUDGE_PYTHON); without it their tests are
