@@ -29,6 +29,7 @@ set(layers
   run
   jit
   shard_map
+  pipeline
   distributed
   dump
   export

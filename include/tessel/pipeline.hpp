@@ -1,0 +1,522 @@
+#pragma once
+// Pipeline parallelism: the layers of a model cut into stages along a mesh axis, the batch into
+// microbatches, activations passed forward between neighbouring stages and their cotangents back, the
+// gradient accumulated over the microbatches, in an order a schedule type fixes at compile time.
+//
+//   using M = tessel::mesh<tessel::axis<"stage", 4>>;              // or mesh<axis<"data", 2>, axis<"stage", 4>>
+//   auto stage = [](auto layers, auto x) { ... };                   // layers: the stage's block [L/S, ...] of params
+//   auto loss = [](auto y, auto targets) { return tessel::mean(...); };
+//   auto step = tessel::pipeline<M, "stage", tessel::schedules::one_f_one_b, 8>(stage, loss);
+//   auto [value, grads] = step(params, x, targets);                 // params: leaves [L, ...]; grads like params
+//
+// params is a tree whose every leaf is stacked [L, ...] over L layers; virtual stage v (of V = S x R, R the
+// schedule's repeats) holds layers [v L/V, (v+1) L/V) and runs on device v mod S of the axis. stage(block,
+// x) maps a microbatch's activations to the next stage's, of the same type; the last virtual stage's
+// output goes to loss(y, targets), a scalar mean over the microbatch. x and targets are split along their
+// first axis over the mesh's other axes (data parallel) and then into M microbatches. The result equals
+// accumulate_gradients<M>(full model) (transform/accumulate.hpp) bit for bit: the loss's value and the
+// gradient summed over microbatches in order from zero, then scaled by 1/M (with a data axis of D, each
+// replica's sum is added in replica order and scaled by 1/(D M)).
+//
+// Each device is a thread (run/mesh.hpp) that runs its schedule's sequence of steps
+// (transform/pipeline_schedule.hpp) as it is: a forward F runs the stage's jitted program and sends its
+// output to the next stage; a backward B recomputes the stage's forward from the kept input (GPipe's
+// re-materialization: a stage keeps only its inputs) and takes the cotangents, sending the input's back;
+// a split backward (zero bubble) leaves the weights' to W. A transfer is a hand-off through memory shared
+// by the threads; a device waits for its input, never more than `options::timeout_seconds`.
+//
+// Checked at compile time, each as one error naming the numbers: layers that the virtual stages do not
+// divide, fewer microbatches than the schedule needs, a batch the replicas x microbatches do not divide,
+// a stage whose output is not its input's type, and activations in flight over BudgetBytes (when not 0).
+// dump(params, x, targets) prints the schedule: per device, the timeline at unit costs, the bubble and the
+// bytes in flight; run(...) also returns what happened (pipeline_report: every step's times, the bubble
+// measured, the bytes each device kept).
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/mesh.hpp"
+#include "tessel/core/tree.hpp"
+#include "tessel/jit.hpp"
+#include "tessel/ops/reductions.hpp"
+#include "tessel/run/mesh.hpp"
+#include "tessel/transform/grad.hpp"
+#include "tessel/transform/pipeline_schedule.hpp"
+
+namespace tessel {
+
+// What one call did: each device's steps with their times (steady-clock nanoseconds), and the most bytes
+// of activations and cotangents each device kept at once.
+struct pipeline_report {
+  struct event {
+    pipeline_schedule::work kind;
+    std::uint16_t stage, microbatch;
+    std::int64_t begin_ns, end_ns;
+  };
+  std::vector<std::vector<event>> devices;  // mesh order
+  std::vector<std::size_t> peak_kept_bytes;
+
+  // The idle share of the devices (those of one data replica, `first` .. `first + count`) between the
+  // first step any of them began and the last one any ended: what the schedule's bubble predicts.
+  double bubble(std::size_t first = 0, std::size_t count = 0) const {
+    if (count == 0) count = devices.size() - first;
+    std::int64_t begin = INT64_MAX, end = INT64_MIN, busy = 0;
+    for (std::size_t d = first; d < first + count; ++d)
+      for (const event& e : devices[d]) begin = std::min(begin, e.begin_ns), end = std::max(end, e.end_ns), busy += e.end_ns - e.begin_ns;
+    return 1.0 - static_cast<double>(busy) / (static_cast<double>(count) * static_cast<double>(end - begin));
+  }
+};
+
+namespace pipeline_detail {
+
+template <std::size_t V, class S>
+struct block_shape {
+  using type = S;
+};
+template <std::size_t V, std::size_t L, std::size_t... D>
+struct block_shape<V, shape<L, D...>> {
+  using type = shape<L / V, D...>;
+};
+// The block a virtual stage holds of a leaf stacked [L, ...]: [L / V, ...].
+template <std::size_t V>
+struct block_family {
+  template <class T, class S>
+  using type = tensor<T, typename block_shape<V, S>::type>;
+};
+
+template <std::size_t Parts, class X>
+struct micro;
+template <std::size_t Parts, class T, std::size_t B, std::size_t... D>
+struct micro<Parts, tensor<T, shape<B, D...>>> {
+  using type = tensor<T, shape<B / Parts, D...>>;
+};
+
+template <class Leaf>
+constexpr std::size_t leading_of() {
+  if constexpr (Leaf::shape_type::rank == 0) return 0;
+  else return Leaf::shape_type::dims[0];
+}
+// Every leaf's leading dimension when they agree (and no leaf is a scalar); 0 otherwise.
+template <class P>
+consteval std::size_t layers_of() {
+  return []<class... Leaf>(std::type_identity<std::tuple<Leaf...>>) {
+    constexpr std::array<std::size_t, sizeof...(Leaf)> dims{leading_of<Leaf>()...};
+    for (std::size_t d : dims)
+      if (d == 0 || d != dims[0]) return std::size_t{0};
+    return sizeof...(Leaf) == 0 ? std::size_t{0} : dims[0];
+  }(std::type_identity<tree::leaf_types_t<P>>{});
+}
+
+template <class X>
+inline constexpr bool batch_tensor_v = false;
+template <class T, std::size_t B, std::size_t... D>
+inline constexpr bool batch_tensor_v<tensor<T, shape<B, D...>>> = true;
+
+// Copies rows [first, first + rows) of every leaf of `from` to rows [at, at + rows) of the same leaf of `to`
+// (leaves in tree order; a leaf's row is its size over its leading dimension).
+template <class From, class To>
+void copy_rows(const From& from, std::size_t first, To& to, std::size_t at, std::size_t rows) {
+  std::vector<std::pair<const std::byte*, std::size_t>> sources;  // data, bytes of one row
+  tree::for_each(from, [&](const auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    sources.emplace_back(reinterpret_cast<const std::byte*>(leaf.data()), L::size / L::shape_type::dims[0] * sizeof(typename L::value_type));
+  });
+  std::size_t i = 0;
+  tree::for_each(to, [&](auto& leaf) {
+    const auto [data, row] = sources[i++];
+    std::memcpy(reinterpret_cast<std::byte*>(leaf.data()) + at * row, data + first * row, rows * row);
+  });
+}
+
+// acc += g, leaf by leaf (trees of the same leaves), and every leaf of acc times `scale`: each the one
+// rounding of its leaf's dtype, as a traced a + b or a * s computes it.
+template <class A, class G>
+void add_into(A& acc, const G& g) {
+  std::vector<const void*> from;
+  tree::for_each(g, [&](const auto& leaf) { from.push_back(leaf.data()); });
+  std::size_t i = 0;
+  tree::for_each(acc, [&](auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    const auto* b = static_cast<const typename L::value_type*>(from[i++]);
+    for (std::size_t k = 0; k < L::size; ++k) leaf.data()[k] = leaf.data()[k] + b[k];
+  });
+}
+template <class A>
+void scale_by(A& acc, float scale) {
+  tree::for_each(acc, [&](auto& leaf) {
+    using E = typename std::remove_cvref_t<decltype(leaf)>::value_type;
+    for (auto& e : leaf) e = e * static_cast<E>(scale);
+  });
+}
+
+}  // namespace pipeline_detail
+
+struct pipeline_options {
+  double timeout_seconds = 120;  // the longest a device waits for a neighbour's activation or cotangent
+};
+
+template <class M, axis_name Axis, schedules::Schedule Sched, std::size_t Microbatches, std::size_t BudgetBytes, class Stage, class Loss>
+class pipeline_fn {
+ public:
+  static constexpr int axis_index = M::index_of(Axis);
+  static constexpr std::size_t S = axis_index < 0 ? 1 : M::sizes[static_cast<std::size_t>(axis_index)];
+  static constexpr std::size_t R = Sched::repeats, V = S * R, D = M::devices / S;
+  static constexpr auto table = pipeline_schedule::make<Sched, S, Microbatches>();
+  static_assert(table.complete, "tessel::pipeline: the schedule's sequences wait on each other (a bug in pipeline_schedule.hpp)");
+
+  pipeline_options options{};
+
+  // The loss's value and its gradient with respect to params (params' type).
+  template <class P, class X, class T>
+  auto operator()(const P& params, const X& x, const T& targets) const {
+    if constexpr (checked<P, X, T>()) {
+      auto r = job<P, X, T>(params, x, targets, options).run();
+      return std::make_tuple(std::move(r.value), std::move(r.grads));
+    } else {
+      return 0;
+    }
+  }
+
+  template <class P, class X, class T>
+  auto run(const P& params, const X& x, const T& targets) const {
+    if constexpr (checked<P, X, T>()) return job<P, X, T>(params, x, targets, options).run();
+    else return 0;
+  }
+
+  // The schedule this pipeline runs on arguments of these types, as text.
+  template <class P, class X, class T>
+  std::string dump(const P&, const X&, const T&) const {
+    if constexpr (!checked<P, X, T>()) {
+      return {};
+    } else {
+      using act = typename pipeline_detail::micro<D * Microbatches, X>::type;
+      constexpr std::size_t bytes = act::size * sizeof(typename act::value_type);
+      std::string out = "pipeline: schedule " + std::string(Sched::name) + ", " + std::to_string(S) + " stages over axis '" +
+                        std::string(Axis.text) + "'";
+      if constexpr (R > 1) out += " x " + std::to_string(R) + " repeats (" + std::to_string(V) + " virtual stages)";
+      out += ", " + std::to_string(Microbatches) + " microbatches of " + std::to_string(bytes) + " bytes";
+      if constexpr (D > 1) out += ", " + std::to_string(D) + " data replicas";
+      out += "\n  timeline at unit costs (F 1, B " + std::to_string(pipeline_schedule::cost_of(pipeline_schedule::work::backward, table.split)) +
+             (table.split ? ", W 2" : "") + "; a backward recomputes its stage's forward):\n" + pipeline_schedule::timeline(table);
+      out += "  bubble " + std::to_string(table.bubble());
+      if constexpr (!Sched::split_backward && std::string_view(Sched::name) != "1f1b")
+        out += " = (S-1)/(R M+S-1) = " + std::to_string(S - 1) + "/" + std::to_string(R * Microbatches + S - 1);
+      out += "\n  in flight (inputs kept, and split backwards' cotangents), per device:";
+      for (std::size_t d = 0; d < S; ++d)
+        out += " " + std::to_string(table.peak_in_flight(d)) + " (" + std::to_string(table.peak_in_flight(d) * bytes) + " bytes)";
+      return out + "\n";
+    }
+  }
+
+ private:
+  // The rules, each one error naming its numbers; true when all hold.
+  template <class P, class X, class T>
+  static consteval bool checked() {
+    constexpr std::size_t layers = pipeline_detail::layers_of<P>();
+    if constexpr (axis_index < 0) {
+      raise<fit<[] {
+        message_builder m;
+        m << "tessel::pipeline: the stage axis '" << Axis.text << "' is not an axis of the ";
+        return M::append(m) << "; fix: name one of the mesh's axes";
+      }>()>();
+      return false;
+    } else if constexpr (M::process_axes != 0) {
+      raise<"tessel::pipeline: a mesh whose axes span processes is not supported yet (the stages' transfers run "
+            "between the threads of one process); fix: run the pipeline on one process's devices", P>();
+      return false;
+    } else if constexpr (layers == 0) {
+      raise<fit<[] {
+        message_builder m;
+        m << "tessel::pipeline: every leaf of the parameters must be stacked over the layers, with one leading "
+             "dimension L, but the leaves are ";
+        std::size_t i = 0;
+        [&]<class... Leaf>(std::type_identity<std::tuple<Leaf...>>) {
+          ((m << (i++ ? ", " : ""), append_type<Leaf>(m)), ...);
+        }(std::type_identity<tree::leaf_types_t<P>>{});
+        return m << "; fix: stack each parameter over the layers ([L, ...])";
+      }>()>();
+      return false;
+    } else if constexpr (layers % V != 0) {
+      raise<fit<[] {
+        message_builder m;
+        m << "tessel::pipeline: " << layers << " layers do not divide into " << S << " stages";
+        if (1 < R) m << " x " << R << " repeats = " << V << " virtual stages";
+        return m << "; fix: choose a number of stages" << (1 < R ? " x repeats" : "") << " that divides " << layers
+                 << ", or pad the model to a multiple of " << V << " layers";
+      }>()>();
+      return false;
+    } else if constexpr (Microbatches == 0 || Microbatches < Sched::min_microbatches_per_stage * S) {
+      raise<fit<[] {
+        message_builder m;
+        return m << "tessel::pipeline: schedule " << Sched::name << " over " << S << " stages needs at least "
+                 << std::max<std::size_t>(1, Sched::min_microbatches_per_stage * S) << " microbatches, and has " << Microbatches
+                 << "; fix: use at least " << std::max<std::size_t>(1, Sched::min_microbatches_per_stage * S)
+                 << " microbatches, or the gpipe schedule";
+      }>()>();
+      return false;
+    } else if constexpr (!pipeline_detail::batch_tensor_v<X> || !pipeline_detail::batch_tensor_v<T>) {
+      raise<"tessel::pipeline: x and the targets must each be one tensor with a leading batch dimension; fix: pass "
+            "tensors of shape [B, ...]", X>();
+      return false;
+    } else if constexpr (X::shape_type::dims[0] % (D * Microbatches) != 0 || T::shape_type::dims[0] != X::shape_type::dims[0]) {
+      raise<fit<[] {
+        message_builder m;
+        m << "tessel::pipeline: the batch of " << X::shape_type::dims[0] << " rows (x ";
+        append_type<X>(m) << ", targets ";
+        append_type<T>(m) << ") must be the same for both and divide into " << D << " data replicas x " << Microbatches
+                          << " microbatches = " << D * Microbatches << "; fix: choose a batch that is a multiple of "
+                          << D * Microbatches << ", or fewer microbatches";
+        return m;
+      }>()>();
+      return false;
+    } else {
+      using block = tree::rebind_t<tree::rebind_t<P, pipeline_detail::block_family<V>::template type>, tracer>;
+      using act = typename pipeline_detail::micro<D * Microbatches, X>::type;
+      using in = tracer<typename act::value_type, typename act::shape_type>;
+      using out = std::remove_cvref_t<decltype(Stage{}(std::declval<block>(), std::declval<in>()))>;
+      constexpr std::size_t peak = table.peak_in_flight() * act::size * sizeof(typename act::value_type);
+      if constexpr (!std::is_same_v<out, in>) {
+        raise<fit<[] {
+          message_builder m;
+          m << "tessel::pipeline: the stage function maps ";
+          append_type<in>(m) << " to ";
+          append_type<out>(m) << ", but its output is the next stage's input and must be of the same type; fix: make "
+                                 "every stage return its input's dtype and shape (move other layers into the loss)";
+          return m;
+        }>()>();
+        return false;
+      } else if constexpr (BudgetBytes != 0 && peak > BudgetBytes) {
+        raise<fit<[] {
+          message_builder m;
+          m << "tessel::pipeline: schedule " << Sched::name << " over " << S << " stages and " << Microbatches
+            << " microbatches keeps " << table.peak_in_flight() << " activations of ";
+          append_type<act>(m) << " on one device (" << peak << " bytes), over the budget of " << BudgetBytes
+                              << " bytes; fix: use 1f1b (at most " << S << " in flight), fewer or smaller microbatches, or a larger budget";
+          return m;
+        }>()>();
+        return false;
+      } else {
+        return true;
+      }
+    }
+  }
+
+  // One call: every device's state, the transfers between them, and what happened.
+  template <class P, class X, class T>
+  struct job {
+    using block = tree::rebind_t<P, pipeline_detail::block_family<V>::template type>;
+    using act = typename pipeline_detail::micro<D * Microbatches, X>::type;
+    using target = typename pipeline_detail::micro<D * Microbatches, T>::type;
+    static constexpr std::size_t K = pipeline_detail::layers_of<P>() / V, rows = act::shape_type::dims[0];
+    static constexpr std::size_t act_bytes = act::size * sizeof(typename act::value_type);
+
+    struct objective {  // <stage(p, x), dy>: its gradient is the stage's pullback of dy
+      constexpr auto operator()(const auto& p, const auto& in, const auto& dy) const { return sum(Stage{}(p, in) * dy); }
+    };
+    struct last_objective {  // the loss of the last stage's output
+      constexpr auto operator()(const auto& p, const auto& in, const auto& t) const { return Loss{}(Stage{}(p, in), t); }
+    };
+    static constexpr auto forward = jit([](const auto& p, const auto& in) { return Stage{}(p, in); });
+    static constexpr float scale = 1.0f / static_cast<float>(D * Microbatches);
+    using value_t = std::remove_cvref_t<decltype(jit(last_objective{})(std::declval<const block&>(), std::declval<const act&>(),
+                                                                       std::declval<const target&>()))>;
+    // A block's gradient: block's leaves, in the tree type jit returns for it.
+    using grad_t = std::remove_cvref_t<decltype(grad<0>(objective{})(std::declval<const block&>(), std::declval<const act&>(),
+                                                                     std::declval<const act&>()))>;
+
+    struct device_state {
+      std::vector<block> params;                  // its virtual stages' blocks, v = s, s + S, ...
+      std::vector<grad_t> grads;                  // their sums over the microbatches, from zero
+      std::vector<std::optional<act>> kept, kept_cotangent;  // [local stage][microbatch]
+      value_t loss{};                             // the sum of its microbatches' losses (last stage), from zero
+      std::vector<pipeline_report::event> events;
+      std::size_t kept_bytes = 0, peak = 0;
+    };
+
+    const P& params;
+    const X& x;
+    const T& targets;
+    pipeline_options options;
+    std::vector<device_state> devices{M::devices};
+    // Transfers, [replica][boundary v -> v + 1][microbatch]: activations forward, cotangents back.
+    std::vector<std::optional<act>> activations{D * (V - 1) * Microbatches}, cotangents{D * (V - 1) * Microbatches};
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::string failure;
+
+    job(const P& p, const X& xs, const T& ts, pipeline_options o) : params(p), x(xs), targets(ts), options(o) {}
+
+    static std::size_t stage_of(std::size_t device) { return M::coordinates(device)[static_cast<std::size_t>(axis_index)]; }
+    static std::size_t replica_of(std::size_t device) {
+      std::size_t r = 0;
+      const auto c = M::coordinates(device);
+      for (std::size_t a = 0; a < M::rank; ++a)
+        if (static_cast<int>(a) != axis_index) r = r * M::sizes[a] + c[a];
+      return r;
+    }
+    static std::size_t slot(std::size_t replica, std::size_t boundary, std::size_t m) {
+      return (replica * (V - 1) + boundary) * Microbatches + m;
+    }
+    static std::int64_t now() {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    }
+
+    void send(std::vector<std::optional<act>>& box, std::size_t at, act value) {
+      {
+        std::lock_guard lock(mutex);
+        box[at].emplace(std::move(value));
+      }
+      arrived.notify_all();
+    }
+    std::optional<act> receive(std::vector<std::optional<act>>& box, std::size_t at, std::size_t device, const char* what) {
+      std::unique_lock lock(mutex);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_seconds);
+      if (!arrived.wait_until(lock, deadline, [&] { return box[at].has_value() || !failure.empty(); })) {
+        failure = "tessel::pipeline: device " + std::to_string(device) + " waited " + std::to_string(options.timeout_seconds) +
+                  " s for " + what + " of microbatch " + std::to_string(at % Microbatches) + " and none came";
+        arrived.notify_all();
+      }
+      if (!failure.empty()) return std::nullopt;
+      std::optional<act> v = std::move(box[at]);
+      box[at].reset();
+      return v;
+    }
+    void keep(device_state& st, std::optional<act>& into, act value) {
+      into.emplace(std::move(value));
+      st.kept_bytes += act_bytes;
+      st.peak = std::max(st.peak, st.kept_bytes);
+    }
+    void let_go(device_state& st, std::optional<act>& v) {
+      v.reset();
+      st.kept_bytes -= act_bytes;
+    }
+
+    void run_device(std::size_t device) {
+      device_state& st = devices[device];
+      const std::size_t s = stage_of(device), replica = replica_of(device);
+      for (std::size_t i = 0; i < table.count[s]; ++i) {
+        const pipeline_schedule::step& step = table.steps[s][i];
+        const std::size_t v = step.stage, m = step.microbatch, local = v / S, at = local * Microbatches + m;
+        const block& p = st.params[local];
+        const std::int64_t begin = now();
+        auto target_of = [&] {
+          target t(uninitialized);
+          pipeline_detail::copy_rows(targets, (replica * Microbatches + m) * rows, t, 0, rows);
+          return t;
+        };
+        auto add_grad = [&](const grad_t& g) { pipeline_detail::add_into(st.grads[local], g); };
+        if (step.kind == pipeline_schedule::work::forward) {
+          act in(uninitialized);
+          if (v == 0) {
+            pipeline_detail::copy_rows(x, (replica * Microbatches + m) * rows, in, 0, rows);
+          } else {
+            std::optional<act> got = receive(activations, slot(replica, v - 1, m), device, "the activation");
+            if (!got) return;
+            in = std::move(*got);
+          }
+          keep(st, st.kept[at], std::move(in));
+          if (v + 1 < V) {
+            send(activations, slot(replica, v, m), forward(p, *st.kept[at]));
+          } else {
+            pipeline_detail::add_into(st.loss, jit(last_objective{})(p, *st.kept[at], target_of()));
+          }
+        } else if (step.kind == pipeline_schedule::work::backward) {
+          const act& in = *st.kept[at];
+          std::optional<act> dy;
+          if (v + 1 < V) {
+            dy = receive(cotangents, slot(replica, v, m), device, "the cotangent");
+            if (!dy) return;
+          }
+          if (!table.split) {
+            if (v + 1 == V && v == 0) add_grad(grad<0>(last_objective{})(p, in, target_of()));
+            else if (v + 1 == V) take_both(st, local, replica, v, m, grad<0, 1>(last_objective{})(p, in, target_of()));
+            else if (v == 0) add_grad(grad<0>(objective{})(p, in, *dy));
+            else take_both(st, local, replica, v, m, grad<0, 1>(objective{})(p, in, *dy));
+            let_go(st, st.kept[at]);
+          } else {
+            if (v > 0) {
+              if (v + 1 == V) send(cotangents, slot(replica, v - 1, m), grad<1>(last_objective{})(p, in, target_of()));
+              else send(cotangents, slot(replica, v - 1, m), grad<1>(objective{})(p, in, *dy));
+            }
+            if (dy) keep(st, st.kept_cotangent[at], std::move(*dy));
+          }
+        } else {  // weight
+          const act& in = *st.kept[at];
+          if (v + 1 == V) add_grad(grad<0>(last_objective{})(p, in, target_of()));
+          else add_grad(grad<0>(objective{})(p, in, *st.kept_cotangent[at]));
+          if (v + 1 < V) let_go(st, st.kept_cotangent[at]);
+          let_go(st, st.kept[at]);
+        }
+        st.events.push_back({step.kind, step.stage, step.microbatch, begin, now()});
+      }
+    }
+
+    template <class Both>
+    void take_both(device_state& st, std::size_t local, std::size_t replica, std::size_t v, std::size_t m, Both both) {
+      pipeline_detail::add_into(st.grads[local], std::get<0>(both));
+      send(cotangents, slot(replica, v - 1, m), std::move(std::get<1>(both)));
+    }
+
+    struct result {
+      value_t value;
+      P grads;
+      pipeline_report report;
+    };
+
+    result run() {
+      for (std::size_t d = 0; d < M::devices; ++d) {
+        device_state& st = devices[d];
+        for (std::size_t v = stage_of(d); v < V; v += S) {
+          block b(tree::build<block>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); }));
+          pipeline_detail::copy_rows(params, v * K, b, 0, K);
+          st.params.push_back(std::move(b));
+          st.grads.emplace_back();  // zeros
+        }
+        st.kept.resize(R * Microbatches);
+        st.kept_cotangent.resize(R * Microbatches);
+      }
+      constexpr std::array<std::size_t, 1> all{M::devices};
+      run::on_devices(all.data(), 1, 0, 0, [](void* self, std::size_t d) { static_cast<job*>(self)->run_device(d); }, this);
+      if (!failure.empty()) throw std::runtime_error(failure);
+      // Each virtual stage's sums, replica by replica in order, scaled once; the loss likewise.
+      result out{value_t{}, P{}, {}};
+      for (std::size_t d = 0; d < M::devices; ++d)
+        if (stage_of(d) == S - 1) pipeline_detail::add_into(out.value, devices[d].loss);
+      pipeline_detail::scale_by(out.value, scale);
+      for (std::size_t v = 0; v < V; ++v) {
+        grad_t sum{};
+        for (std::size_t d = 0; d < M::devices; ++d)
+          if (stage_of(d) == v % S) pipeline_detail::add_into(sum, devices[d].grads[v / S]);
+        pipeline_detail::scale_by(sum, scale);
+        pipeline_detail::copy_rows(sum, 0, out.grads, v * K, K);
+      }
+      for (device_state& st : devices) {
+        out.report.devices.push_back(std::move(st.events));
+        out.report.peak_kept_bytes.push_back(st.peak);
+      }
+      return out;
+    }
+  };
+};
+
+// A pipeline over the mesh axis Axis of M with the schedule Sched and Microbatches microbatches; BudgetBytes
+// (0: none) bounds the activations a device keeps at once, checked at compile time.
+template <class M, axis_name Axis, schedules::Schedule Sched, std::size_t Microbatches, std::size_t BudgetBytes = 0, class Stage, class Loss>
+constexpr pipeline_fn<M, Axis, Sched, Microbatches, BudgetBytes, Stage, Loss> pipeline(Stage, Loss) {
+  return {};
+}
+
+}  // namespace tessel
