@@ -411,6 +411,15 @@ class pipeline_fn {
         const pipeline_schedule::step& step = table.steps[s][i];
         const std::size_t v = step.stage, m = step.microbatch, local = v / S, at = local * Microbatches + m;
         const block& p = st.params[local];
+        // What the step waits for from a neighbour, received before its time starts: a wait is idle.
+        std::optional<act> received;
+        const bool receives = step.kind == pipeline_schedule::work::forward ? v > 0 : step.kind == pipeline_schedule::work::backward && v + 1 < V;
+        if (receives) {
+          const bool forward_step = step.kind == pipeline_schedule::work::forward;
+          received = forward_step ? receive(activations, slot(replica, v - 1, m), device, "the activation")
+                                  : receive(cotangents, slot(replica, v, m), device, "the cotangent");
+          if (!received) return;
+        }
         const std::int64_t begin = now();
         auto target_of = [&] {
           target t(uninitialized);
@@ -419,15 +428,13 @@ class pipeline_fn {
         };
         auto add_grad = [&](const grad_t& g) { pipeline_detail::add_into(st.grads[local], g); };
         if (step.kind == pipeline_schedule::work::forward) {
-          act in(uninitialized);
           if (v == 0) {
+            act in(uninitialized);
             pipeline_detail::copy_rows(x, (replica * Microbatches + m) * rows, in, 0, rows);
+            keep(st, st.kept[at], std::move(in));
           } else {
-            std::optional<act> got = receive(activations, slot(replica, v - 1, m), device, "the activation");
-            if (!got) return;
-            in = std::move(*got);
+            keep(st, st.kept[at], std::move(*received));
           }
-          keep(st, st.kept[at], std::move(in));
           if (v + 1 < V) {
             send(activations, slot(replica, v, m), forward(p, *st.kept[at]));
           } else {
@@ -435,11 +442,7 @@ class pipeline_fn {
           }
         } else if (step.kind == pipeline_schedule::work::backward) {
           const act& in = *st.kept[at];
-          std::optional<act> dy;
-          if (v + 1 < V) {
-            dy = receive(cotangents, slot(replica, v, m), device, "the cotangent");
-            if (!dy) return;
-          }
+          std::optional<act>& dy = received;
           if (!table.split) {
             if (v + 1 == V && v == 0) add_grad(grad<0>(last_objective{})(p, in, target_of()));
             else if (v + 1 == V) take_both(st, local, replica, v, m, grad<0, 1>(last_objective{})(p, in, target_of()));
