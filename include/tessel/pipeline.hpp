@@ -97,11 +97,16 @@ struct block_family {
   using type = tensor<T, typename block_shape<V, S>::type>;
 };
 
+// A batch's microbatch: every leaf [B, ...] as [B / Parts, ...] (a tensor, or a std::tuple of them).
 template <std::size_t Parts, class X>
 struct micro;
 template <std::size_t Parts, class T, std::size_t B, std::size_t... D>
 struct micro<Parts, tensor<T, shape<B, D...>>> {
   using type = tensor<T, shape<B / Parts, D...>>;
+};
+template <std::size_t Parts, class... X>
+struct micro<Parts, std::tuple<X...>> {
+  using type = std::tuple<typename micro<Parts, X>::type...>;
 };
 
 template <class Leaf>
@@ -120,10 +125,37 @@ consteval std::size_t layers_of() {
   }(std::type_identity<tree::leaf_types_t<P>>{});
 }
 
+// The rows of a batch: the leading dimension of its leaves (a tensor, or a std::tuple of them), when they
+// agree; 0 otherwise.
 template <class X>
-inline constexpr bool batch_tensor_v = false;
+inline constexpr std::size_t batch_rows_v = 0;
 template <class T, std::size_t B, std::size_t... D>
-inline constexpr bool batch_tensor_v<tensor<T, shape<B, D...>>> = true;
+inline constexpr std::size_t batch_rows_v<tensor<T, shape<B, D...>>> = B;
+template <class X, class... Xs>
+inline constexpr std::size_t batch_rows_v<std::tuple<X, Xs...>> =
+    ((batch_rows_v<X> == batch_rows_v<Xs>) && ...) ? batch_rows_v<X> : 0;
+
+template <class X>
+constexpr std::size_t bytes_of() {
+  std::size_t n = 0;
+  [&]<class... Leaf>(std::type_identity<std::tuple<Leaf...>>) {
+    ((n += Leaf::size * sizeof(typename Leaf::value_type)), ...);
+  }(std::type_identity<tree::leaf_types_t<X>>{});
+  return n;
+}
+
+// The plain form's parts: x is the first stage's input and the loss sees only the last output and targets.
+struct pass_input {
+  constexpr auto operator()(const auto&, const auto& in) const { return in; }
+};
+template <class Stage>
+struct stage_alone {
+  constexpr auto operator()(const auto& p, const auto& a, const auto&) const { return Stage{}(p, a); }
+};
+template <class Loss>
+struct loss_alone {
+  constexpr auto operator()(const auto&, const auto& y, const auto&, const auto& t) const { return Loss{}(y, t); }
+};
 
 // Copies rows [first, first + rows) of every leaf of `from` to rows [at, at + rows) of the same leaf of `to`
 // (leaves in tree order; a leaf's row is its size over its leading dimension).
@@ -168,7 +200,11 @@ struct pipeline_options {
   double timeout_seconds = 120;  // the longest a device waits for a neighbour's activation or cotangent
 };
 
-template <class M, axis_name Axis, schedules::Schedule Sched, std::size_t Microbatches, std::size_t BudgetBytes, class Stage, class Loss>
+// Plain: the first stage's input is x and the loss sees (last output, targets); the call takes
+// (layers, x, targets) and its gradient is the layers'. Otherwise the call takes (outer, layers, inputs,
+// targets) and returns the gradients (outer's, the layers').
+template <class M, axis_name Axis, schedules::Schedule Sched, std::size_t Microbatches, std::size_t BudgetBytes, class First, class Stage,
+          class Last, bool Plain>
 class pipeline_fn {
  public:
   static constexpr int axis_index = M::index_of(Axis);
@@ -179,35 +215,58 @@ class pipeline_fn {
 
   pipeline_options options{};
 
-  // The loss's value and its gradient with respect to params (params' type).
-  template <class P, class X, class T>
-  auto operator()(const P& params, const X& x, const T& targets) const {
-    if constexpr (checked<P, X, T>()) {
-      auto r = job<P, X, T>(params, x, targets, options).run();
-      return std::make_tuple(std::move(r.value), std::move(r.grads));
-    } else {
+  // (loss value, gradient): the layers' (plain), or (outer's, the layers').
+  template <class... A>
+  auto operator()(const A&... args) const {
+    if constexpr (sizeof...(A) != (Plain ? 3 : 4)) {
+      raise<"tessel::pipeline: called with the wrong number of arguments; fix: pass (layers, x, targets), or, where "
+            "the pipeline has first and last parts, (outer, layers, inputs, targets)", A...>();
       return 0;
+    } else {
+      auto r = run(args...);
+      if constexpr (std::is_same_v<decltype(r), int>) return 0;
+      else if constexpr (Plain) return std::make_tuple(std::move(r.value), std::move(r.grads));
+      else return std::make_tuple(std::move(r.value), std::make_tuple(std::move(r.outer_grads), std::move(r.grads)));
     }
   }
 
+  // The same, with what happened (pipeline_report).
   template <class P, class X, class T>
-  auto run(const P& params, const X& x, const T& targets) const {
-    if constexpr (checked<P, X, T>()) return job<P, X, T>(params, x, targets, options).run();
-    else return 0;
+    requires Plain
+  auto run(const P& layers, const X& x, const T& targets) const {
+    static const std::tuple<> none{};
+    return run_with(none, layers, x, targets);
+  }
+  template <class O, class P, class X, class T>
+    requires(!Plain)
+  auto run(const O& outer, const P& layers, const X& inputs, const T& targets) const {
+    return run_with(outer, layers, inputs, targets);
   }
 
   // The schedule this pipeline runs on arguments of these types, as text.
-  template <class P, class X, class T>
-  std::string dump(const P&, const X&, const T&) const {
-    if constexpr (!checked<P, X, T>()) {
+  template <class... A>
+  std::string dump(const A&... args) const {
+    if constexpr (Plain) return dump_of(std::tuple<>{}, args...);
+    else return dump_of(args...);
+  }
+
+ private:
+  template <class O, class P, class X, class T>
+  auto run_with(const O& outer, const P& layers, const X& inputs, const T& targets) const {
+    if constexpr (checked<O, P, X, T>()) return job<O, P, X, T>(outer, layers, inputs, targets, options).run();
+    else return 0;
+  }
+
+  template <class O, class P, class X, class T>
+  std::string dump_of(const O&, const P&, const X&, const T&) const {
+    if constexpr (!checked<O, P, X, T>()) {
       return {};
     } else {
-      using act = typename pipeline_detail::micro<D * Microbatches, X>::type;
-      constexpr std::size_t bytes = act::size * sizeof(typename act::value_type);
+      using j = types<O, P, X, T>;
       std::string out = "pipeline: schedule " + std::string(Sched::name) + ", " + std::to_string(S) + " stages over axis '" +
                         std::string(Axis.text) + "'";
       if constexpr (R > 1) out += " x " + std::to_string(R) + " repeats (" + std::to_string(V) + " virtual stages)";
-      out += ", " + std::to_string(Microbatches) + " microbatches of " + std::to_string(bytes) + " bytes";
+      out += ", " + std::to_string(Microbatches) + " microbatches of " + std::to_string(j::act_bytes) + " bytes";
       if constexpr (D > 1) out += ", " + std::to_string(D) + " data replicas";
       out += "\n  timeline at unit costs (F 1, B " + std::to_string(pipeline_schedule::cost_of(pipeline_schedule::work::backward, table.split)) +
              (table.split ? ", W 2" : "") + "; a backward recomputes its stage's forward):\n" + pipeline_schedule::timeline(table);
@@ -216,16 +275,16 @@ class pipeline_fn {
         out += " = (S-1)/(R M+S-1) = " + std::to_string(S - 1) + "/" + std::to_string(R * Microbatches + S - 1);
       out += "\n  in flight (inputs kept, and split backwards' cotangents), per device:";
       for (std::size_t d = 0; d < S; ++d)
-        out += " " + std::to_string(table.peak_in_flight(d)) + " (" + std::to_string(table.peak_in_flight(d) * bytes) + " bytes)";
+        out += " " + std::to_string(table.peak_in_flight(d)) + " (" + std::to_string(table.peak_in_flight(d) * j::act_bytes) + " bytes)";
       return out + "\n";
     }
   }
 
- private:
   // The rules, each one error naming its numbers; true when all hold.
-  template <class P, class X, class T>
+  template <class O, class P, class X, class T>
   static consteval bool checked() {
     constexpr std::size_t layers = pipeline_detail::layers_of<P>();
+    constexpr std::size_t rows = pipeline_detail::batch_rows_v<X>;
     if constexpr (axis_index < 0) {
       raise<fit<[] {
         message_builder m;
@@ -240,7 +299,7 @@ class pipeline_fn {
     } else if constexpr (layers == 0) {
       raise<fit<[] {
         message_builder m;
-        m << "tessel::pipeline: every leaf of the parameters must be stacked over the layers, with one leading "
+        m << "tessel::pipeline: every leaf of the layers' parameters must be stacked over the layers, with one leading "
              "dimension L, but the leaves are ";
         std::size_t i = 0;
         [&]<class... Leaf>(std::type_identity<std::tuple<Leaf...>>) {
@@ -267,27 +326,26 @@ class pipeline_fn {
                  << " microbatches, or the gpipe schedule";
       }>()>();
       return false;
-    } else if constexpr (!pipeline_detail::batch_tensor_v<X> || !pipeline_detail::batch_tensor_v<T>) {
-      raise<"tessel::pipeline: x and the targets must each be one tensor with a leading batch dimension; fix: pass "
-            "tensors of shape [B, ...]", X>();
+    } else if constexpr (rows == 0 || pipeline_detail::batch_rows_v<T> == 0) {
+      raise<"tessel::pipeline: the inputs and the targets must each be a tensor, or a std::tuple of tensors, with one "
+            "leading batch dimension; fix: pass tensors of shape [B, ...]", X>();
       return false;
-    } else if constexpr (X::shape_type::dims[0] % (D * Microbatches) != 0 || T::shape_type::dims[0] != X::shape_type::dims[0]) {
+    } else if constexpr (rows % (D * Microbatches) != 0 || pipeline_detail::batch_rows_v<T> != rows) {
       raise<fit<[] {
         message_builder m;
-        m << "tessel::pipeline: the batch of " << X::shape_type::dims[0] << " rows (x ";
-        append_type<X>(m) << ", targets ";
-        append_type<T>(m) << ") must be the same for both and divide into " << D << " data replicas x " << Microbatches
-                          << " microbatches = " << D * Microbatches << "; fix: choose a batch that is a multiple of "
-                          << D * Microbatches << ", or fewer microbatches";
+        m << "tessel::pipeline: the batch of " << rows << " rows (inputs of " << rows << ", targets of "
+          << pipeline_detail::batch_rows_v<T> << ") must be the same for both and divide into " << D << " data replicas x "
+          << Microbatches << " microbatches = " << D * Microbatches << "; fix: choose a batch that is a multiple of "
+          << D * Microbatches << ", or fewer microbatches";
         return m;
       }>()>();
       return false;
     } else {
-      using block = tree::rebind_t<tree::rebind_t<P, pipeline_detail::block_family<V>::template type>, tracer>;
-      using act = typename pipeline_detail::micro<D * Microbatches, X>::type;
-      using in = tracer<typename act::value_type, typename act::shape_type>;
-      using out = std::remove_cvref_t<decltype(Stage{}(std::declval<block>(), std::declval<in>()))>;
-      constexpr std::size_t peak = table.peak_in_flight() * act::size * sizeof(typename act::value_type);
+      using j = types<O, P, X, T>;
+      using in = tree::rebind_t<typename j::act, tracer>;
+      using out = std::remove_cvref_t<decltype(Stage{}(std::declval<tree::rebind_t<typename j::block, tracer>>(), std::declval<in>(),
+                                                       std::declval<tree::rebind_t<typename j::in_t, tracer>>()))>;
+      constexpr std::size_t peak = table.peak_in_flight() * j::act_bytes;
       if constexpr (!std::is_same_v<out, in>) {
         raise<fit<[] {
           message_builder m;
@@ -303,8 +361,9 @@ class pipeline_fn {
           message_builder m;
           m << "tessel::pipeline: schedule " << Sched::name << " over " << S << " stages and " << Microbatches
             << " microbatches keeps " << table.peak_in_flight() << " activations of ";
-          append_type<act>(m) << " on one device (" << peak << " bytes), over the budget of " << BudgetBytes
-                              << " bytes; fix: use 1f1b (at most " << S << " in flight), fewer or smaller microbatches, or a larger budget";
+          append_type<typename j::act>(m) << " on one device (" << peak << " bytes), over the budget of " << BudgetBytes
+                                          << " bytes; fix: use 1f1b (at most " << S
+                                          << " in flight), fewer or smaller microbatches, or a larger budget";
           return m;
         }>()>();
         return false;
@@ -314,40 +373,74 @@ class pipeline_fn {
     }
   }
 
-  // One call: every device's state, the transfers between them, and what happened.
-  template <class P, class X, class T>
-  struct job {
+  // The types of a call, found by tracing nothing but First (the checks use them before any stage is traced).
+  template <class O, class P, class X, class T>
+  struct types {
     using block = tree::rebind_t<P, pipeline_detail::block_family<V>::template type>;
-    using act = typename pipeline_detail::micro<D * Microbatches, X>::type;
+    using pair = std::tuple<O, block>;  // what the first and last virtual stages differentiate
+    using in_t = typename pipeline_detail::micro<D * Microbatches, X>::type;
     using target = typename pipeline_detail::micro<D * Microbatches, T>::type;
-    static constexpr std::size_t K = pipeline_detail::layers_of<P>() / V, rows = act::shape_type::dims[0];
-    static constexpr std::size_t act_bytes = act::size * sizeof(typename act::value_type);
+    using act = tree::rebind_t<decltype(First{}(std::declval<tree::rebind_t<O, tracer>>(), std::declval<tree::rebind_t<in_t, tracer>>())), tensor>;
+    static constexpr std::size_t act_bytes = pipeline_detail::bytes_of<act>(), in_bytes = pipeline_detail::bytes_of<in_t>();
+  };
 
-    struct objective {  // <stage(p, x), dy>: its gradient is the stage's pullback of dy
-      constexpr auto operator()(const auto& p, const auto& in, const auto& dy) const { return sum(Stage{}(p, in) * dy); }
+  // One call: every device's state, the transfers between them, and what happened.
+  template <class O, class P, class X, class T>
+  struct job : types<O, P, X, T> {
+    using typename types<O, P, X, T>::block, typename types<O, P, X, T>::pair, typename types<O, P, X, T>::in_t,
+        typename types<O, P, X, T>::target, typename types<O, P, X, T>::act;
+    static constexpr std::size_t K = pipeline_detail::layers_of<P>() / V, rows = pipeline_detail::batch_rows_v<X> / (D * Microbatches);
+
+    // <output, dy>: its gradient is a stage's pullback of dy. The first virtual stage also runs First, the
+    // last one Last; V = 1 runs both.
+    struct first_objective {
+      constexpr auto operator()(const auto& ob, const auto& in, const auto& dy) const {
+        return sum(Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in) * dy);
+      }
     };
-    struct last_objective {  // the loss of the last stage's output
-      constexpr auto operator()(const auto& p, const auto& in, const auto& t) const { return Loss{}(Stage{}(p, in), t); }
+    struct middle_objective {
+      constexpr auto operator()(const auto& p, const auto& a, const auto& in, const auto& dy) const { return sum(Stage{}(p, a, in) * dy); }
     };
-    static constexpr auto forward = jit([](const auto& p, const auto& in) { return Stage{}(p, in); });
+    struct last_objective {
+      constexpr auto operator()(const auto& ob, const auto& a, const auto& in, const auto& t) const {
+        return Last{}(std::get<0>(ob), Stage{}(std::get<1>(ob), a, in), in, t);
+      }
+    };
+    struct only_objective {
+      constexpr auto operator()(const auto& ob, const auto& in, const auto& t) const {
+        return Last{}(std::get<0>(ob), Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in), in, t);
+      }
+    };
+    static constexpr auto first_forward = jit([](const auto& ob, const auto& in) {
+      return Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in);
+    });
+    static constexpr auto middle_forward = jit([](const auto& p, const auto& a, const auto& in) { return Stage{}(p, a, in); });
+
     static constexpr float scale = 1.0f / static_cast<float>(D * Microbatches);
-    using value_t = std::remove_cvref_t<decltype(jit(last_objective{})(std::declval<const block&>(), std::declval<const act&>(),
-                                                                       std::declval<const target&>()))>;
-    // A block's gradient: block's leaves, in the tree type jit returns for it.
-    using grad_t = std::remove_cvref_t<decltype(grad<0>(objective{})(std::declval<const block&>(), std::declval<const act&>(),
-                                                                     std::declval<const act&>()))>;
+    using value_t = std::remove_cvref_t<decltype(jit(last_objective{})(std::declval<const pair&>(), std::declval<const act&>(),
+                                                                       std::declval<const in_t&>(), std::declval<const target&>()))>;
+    // Gradients, in the tree types jit returns: a block's, and (outer's, a block's).
+    using block_grad = std::remove_cvref_t<decltype(grad<0>(middle_objective{})(
+        std::declval<const block&>(), std::declval<const act&>(), std::declval<const in_t&>(), std::declval<const act&>()))>;
+    using pair_grad = std::remove_cvref_t<decltype(grad<0>(first_objective{})(std::declval<const pair&>(), std::declval<const in_t&>(),
+                                                                              std::declval<const act&>()))>;
+    using outer_grad = std::remove_cvref_t<std::tuple_element_t<0, pair_grad>>;
 
     struct device_state {
-      std::vector<block> params;                  // its virtual stages' blocks, v = s, s + S, ...
-      std::vector<grad_t> grads;                  // their sums over the microbatches, from zero
-      std::vector<std::optional<act>> kept, kept_cotangent;  // [local stage][microbatch]
-      value_t loss{};                             // the sum of its microbatches' losses (last stage), from zero
+      std::vector<block> params;  // its virtual stages' blocks, v = s, s + S, ... (the first's and last's in the pairs)
+      std::optional<pair> first, last;
+      std::vector<block_grad> grads;  // the blocks' sums over the microbatches, from zero
+      outer_grad outer{};             // outer's, from the first and the last stage
+      std::vector<std::optional<in_t>> kept_inputs;                   // [microbatch]: the first stage's
+      std::vector<std::optional<act>> kept, kept_cotangent;           // [local stage][microbatch]
+      value_t loss{};                 // the sum of its microbatches' losses (last stage), from zero
       std::vector<pipeline_report::event> events;
       std::size_t kept_bytes = 0, peak = 0;
     };
 
+    const O& outer;
     const P& params;
-    const X& x;
+    const X& inputs;
     const T& targets;
     pipeline_options options;
     std::vector<device_state> devices{M::devices};
@@ -357,7 +450,7 @@ class pipeline_fn {
     std::condition_variable arrived;
     std::string failure;
 
-    job(const P& p, const X& xs, const T& ts, pipeline_options o) : params(p), x(xs), targets(ts), options(o) {}
+    job(const O& o, const P& p, const X& xs, const T& ts, pipeline_options opt) : outer(o), params(p), inputs(xs), targets(ts), options(opt) {}
 
     static std::size_t stage_of(std::size_t device) { return M::coordinates(device)[static_cast<std::size_t>(axis_index)]; }
     static std::size_t replica_of(std::size_t device) {
@@ -367,9 +460,7 @@ class pipeline_fn {
         if (static_cast<int>(a) != axis_index) r = r * M::sizes[a] + c[a];
       return r;
     }
-    static std::size_t slot(std::size_t replica, std::size_t boundary, std::size_t m) {
-      return (replica * (V - 1) + boundary) * Microbatches + m;
-    }
+    static std::size_t slot(std::size_t replica, std::size_t boundary, std::size_t m) { return (replica * (V - 1) + boundary) * Microbatches + m; }
     static std::int64_t now() {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
     }
@@ -394,14 +485,21 @@ class pipeline_fn {
       box[at].reset();
       return v;
     }
-    void keep(device_state& st, std::optional<act>& into, act value) {
+    template <class A>
+    void keep(device_state& st, std::optional<A>& into, A value) {
       into.emplace(std::move(value));
-      st.kept_bytes += act_bytes;
+      st.kept_bytes += pipeline_detail::bytes_of<A>();
       st.peak = std::max(st.peak, st.kept_bytes);
     }
-    void let_go(device_state& st, std::optional<act>& v) {
+    template <class A>
+    void let_go(device_state& st, std::optional<A>& v) {
       v.reset();
-      st.kept_bytes -= act_bytes;
+      st.kept_bytes -= pipeline_detail::bytes_of<A>();
+    }
+    template <class G>
+    void add_pair(device_state& st, std::size_t local, const G& g) {  // (outer's, the block's)
+      pipeline_detail::add_into(st.outer, std::get<0>(g));
+      pipeline_detail::add_into(st.grads[local], std::get<1>(g));
     }
 
     void run_device(std::size_t device) {
@@ -410,71 +508,73 @@ class pipeline_fn {
       for (std::size_t i = 0; i < table.count[s]; ++i) {
         const pipeline_schedule::step& step = table.steps[s][i];
         const std::size_t v = step.stage, m = step.microbatch, local = v / S, at = local * Microbatches + m;
-        const block& p = st.params[local];
+        const bool first = v == 0, last = v + 1 == V;
+        const std::size_t row = (replica * Microbatches + m) * rows;
         // What the step waits for from a neighbour, received before its time starts: a wait is idle.
         std::optional<act> received;
-        const bool receives = step.kind == pipeline_schedule::work::forward ? v > 0 : step.kind == pipeline_schedule::work::backward && v + 1 < V;
-        if (receives) {
-          const bool forward_step = step.kind == pipeline_schedule::work::forward;
+        const bool forward_step = step.kind == pipeline_schedule::work::forward;
+        if (forward_step ? !first : step.kind == pipeline_schedule::work::backward && !last) {
           received = forward_step ? receive(activations, slot(replica, v - 1, m), device, "the activation")
                                   : receive(cotangents, slot(replica, v, m), device, "the cotangent");
           if (!received) return;
         }
         const std::int64_t begin = now();
+        auto in_of = [&] {  // this microbatch's inputs, which every stage may read
+          in_t in = tree::build<in_t>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); });
+          pipeline_detail::copy_rows(inputs, row, in, 0, rows);
+          return in;
+        };
         auto target_of = [&] {
-          target t(uninitialized);
-          pipeline_detail::copy_rows(targets, (replica * Microbatches + m) * rows, t, 0, rows);
+          target t = tree::build<target>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); });
+          pipeline_detail::copy_rows(targets, row, t, 0, rows);
           return t;
         };
-        auto add_grad = [&](const grad_t& g) { pipeline_detail::add_into(st.grads[local], g); };
         if (step.kind == pipeline_schedule::work::forward) {
-          if (v == 0) {
-            act in(uninitialized);
-            pipeline_detail::copy_rows(x, (replica * Microbatches + m) * rows, in, 0, rows);
-            keep(st, st.kept[at], std::move(in));
-          } else {
-            keep(st, st.kept[at], std::move(*received));
-          }
-          if (v + 1 < V) {
-            send(activations, slot(replica, v, m), forward(p, *st.kept[at]));
-          } else {
-            pipeline_detail::add_into(st.loss, jit(last_objective{})(p, *st.kept[at], target_of()));
-          }
+          if (first) keep(st, st.kept_inputs[m], in_of());
+          else keep(st, st.kept[at], std::move(*received));
+          if (first && last) pipeline_detail::add_into(st.loss, jit(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
+          else if (first) send(activations, slot(replica, v, m), first_forward(*st.first, *st.kept_inputs[m]));
+          else if (last) pipeline_detail::add_into(st.loss, jit(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
+          else send(activations, slot(replica, v, m), middle_forward(st.params[local], *st.kept[at], in_of()));
         } else if (step.kind == pipeline_schedule::work::backward) {
-          const act& in = *st.kept[at];
           std::optional<act>& dy = received;
           if (!table.split) {
-            if (v + 1 == V && v == 0) add_grad(grad<0>(last_objective{})(p, in, target_of()));
-            else if (v + 1 == V) take_both(st, local, replica, v, m, grad<0, 1>(last_objective{})(p, in, target_of()));
-            else if (v == 0) add_grad(grad<0>(objective{})(p, in, *dy));
-            else take_both(st, local, replica, v, m, grad<0, 1>(objective{})(p, in, *dy));
-            let_go(st, st.kept[at]);
-          } else {
-            if (v > 0) {
-              if (v + 1 == V) send(cotangents, slot(replica, v - 1, m), grad<1>(last_objective{})(p, in, target_of()));
-              else send(cotangents, slot(replica, v - 1, m), grad<1>(objective{})(p, in, *dy));
+            if (first && last) {
+              add_pair(st, local, grad<0>(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
+            } else if (first) {
+              add_pair(st, local, grad<0>(first_objective{})(*st.first, *st.kept_inputs[m], *dy));
+            } else if (last) {
+              auto [g, da] = grad<0, 1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of());
+              add_pair(st, local, g);
+              send(cotangents, slot(replica, v - 1, m), std::move(da));
+            } else {
+              auto [g, da] = grad<0, 1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy);
+              pipeline_detail::add_into(st.grads[local], g);
+              send(cotangents, slot(replica, v - 1, m), std::move(da));
             }
-            if (dy) keep(st, st.kept_cotangent[at], std::move(*dy));
+            if (first) let_go(st, st.kept_inputs[m]);
+            else let_go(st, st.kept[at]);
+          } else {
+            if (!first && last) send(cotangents, slot(replica, v - 1, m), grad<1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
+            else if (!first) send(cotangents, slot(replica, v - 1, m), grad<1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy));
+            if (!last) keep(st, st.kept_cotangent[at], std::move(*dy));
           }
-        } else {  // weight
-          const act& in = *st.kept[at];
-          if (v + 1 == V) add_grad(grad<0>(last_objective{})(p, in, target_of()));
-          else add_grad(grad<0>(objective{})(p, in, *st.kept_cotangent[at]));
-          if (v + 1 < V) let_go(st, st.kept_cotangent[at]);
-          let_go(st, st.kept[at]);
+        } else {  // the weights' cotangent of a split backward
+          if (first && last) add_pair(st, local, grad<0>(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
+          else if (first) add_pair(st, local, grad<0>(first_objective{})(*st.first, *st.kept_inputs[m], *st.kept_cotangent[at]));
+          else if (last) add_pair(st, local, grad<0>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
+          else pipeline_detail::add_into(st.grads[local], grad<0>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *st.kept_cotangent[at]));
+          if (!last) let_go(st, st.kept_cotangent[at]);
+          if (first) let_go(st, st.kept_inputs[m]);
+          else let_go(st, st.kept[at]);
         }
         st.events.push_back({step.kind, step.stage, step.microbatch, begin, now()});
       }
     }
 
-    template <class Both>
-    void take_both(device_state& st, std::size_t local, std::size_t replica, std::size_t v, std::size_t m, Both both) {
-      pipeline_detail::add_into(st.grads[local], std::get<0>(both));
-      send(cotangents, slot(replica, v - 1, m), std::move(std::get<1>(both)));
-    }
-
     struct result {
       value_t value;
+      outer_grad outer_grads;
       P grads;
       pipeline_report report;
     };
@@ -485,22 +585,29 @@ class pipeline_fn {
         for (std::size_t v = stage_of(d); v < V; v += S) {
           block b(tree::build<block>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); }));
           pipeline_detail::copy_rows(params, v * K, b, 0, K);
-          st.params.push_back(std::move(b));
-          st.grads.emplace_back();  // zeros
+          // The first and last virtual stages hold theirs with outer (V = 1: one pair, in `last`).
+          if (v + 1 == V) st.last.emplace(outer, std::move(b));
+          else if (v == 0) st.first.emplace(outer, std::move(b));
+          st.params.push_back(std::move(b));  // moved from (empty) where a pair holds it
+          st.grads.emplace_back();
         }
+        st.kept_inputs.resize(Microbatches);
         st.kept.resize(R * Microbatches);
         st.kept_cotangent.resize(R * Microbatches);
       }
       constexpr std::array<std::size_t, 1> all{M::devices};
       run::on_devices(all.data(), 1, 0, 0, [](void* self, std::size_t d) { static_cast<job*>(self)->run_device(d); }, this);
       if (!failure.empty()) throw std::runtime_error(failure);
-      // Each virtual stage's sums, replica by replica in order, scaled once; the loss likewise.
-      result out{value_t{}, P{}, {}};
+      // The sums, replica by replica in order (for outer: its first stage's, then its last stage's), scaled once.
+      result out{value_t{}, outer_grad{}, P{}, {}};
       for (std::size_t d = 0; d < M::devices; ++d)
-        if (stage_of(d) == S - 1) pipeline_detail::add_into(out.value, devices[d].loss);
+        if (stage_of(d) == (V - 1) % S) pipeline_detail::add_into(out.value, devices[d].loss);
       pipeline_detail::scale_by(out.value, scale);
+      for (std::size_t d = 0; d < M::devices; ++d)
+        if (stage_of(d) == 0 || stage_of(d) == (V - 1) % S) pipeline_detail::add_into(out.outer_grads, devices[d].outer);
+      pipeline_detail::scale_by(out.outer_grads, scale);
       for (std::size_t v = 0; v < V; ++v) {
-        grad_t sum{};
+        block_grad sum{};
         for (std::size_t d = 0; d < M::devices; ++d)
           if (stage_of(d) == v % S) pipeline_detail::add_into(sum, devices[d].grads[v / S]);
         pipeline_detail::scale_by(sum, scale);
@@ -517,9 +624,21 @@ class pipeline_fn {
 
 // A pipeline over the mesh axis Axis of M with the schedule Sched and Microbatches microbatches; BudgetBytes
 // (0: none) bounds the activations a device keeps at once, checked at compile time.
+//   pipeline<...>(stage, loss): stage(block, x) -> x, loss(y, targets) -> f32[]; called (layers, x, targets).
+//   pipeline<...>(first, stage, last): first(outer, inputs) -> a on the first stage, stage(block, a, inputs)
+//   -> a on every stage, last(outer, a, inputs, targets) -> f32[] on the last; called (outer, layers,
+//   inputs, targets), inputs a tensor or a std::tuple of them (each stage reads its microbatch's: a
+//   transformer's mask), the gradient (outer's, the layers'). outer's is summed from the first stage's and
+//   the last's (an embedding tied to the output layer gets both, so it is not bit for bit one device's).
 template <class M, axis_name Axis, schedules::Schedule Sched, std::size_t Microbatches, std::size_t BudgetBytes = 0, class Stage, class Loss>
-constexpr pipeline_fn<M, Axis, Sched, Microbatches, BudgetBytes, Stage, Loss> pipeline(Stage, Loss) {
-  return {};
+constexpr auto pipeline(Stage, Loss) {
+  return pipeline_fn<M, Axis, Sched, Microbatches, BudgetBytes, pipeline_detail::pass_input, pipeline_detail::stage_alone<Stage>,
+                     pipeline_detail::loss_alone<Loss>, true>{};
+}
+template <class M, axis_name Axis, schedules::Schedule Sched, std::size_t Microbatches, std::size_t BudgetBytes = 0, class First, class Stage,
+          class Last>
+constexpr auto pipeline(First, Stage, Last) {
+  return pipeline_fn<M, Axis, Sched, Microbatches, BudgetBytes, First, Stage, Last, false>{};
 }
 
 }  // namespace tessel

@@ -1,4 +1,4 @@
-// expect: tessel::pipeline: the batch of 30 rows (x f32[30,16], targets f32[30,16]) must be the same for both and divide into 2 data replicas x 4 microbatches = 8
+// expect: tessel::pipeline: the batch of 30 rows (inputs of 30, targets of 30) must be the same for both and divide into 2 data replicas x 4 microbatches = 8
 // expect: fix: choose a batch that is a multiple of 8, or fewer microbatches
 #include <tessel/tessel.hpp>
 #include <tessel/pipeline.hpp>

@@ -42,7 +42,7 @@ namespace accumulate_detail {
 template <class X>
 consteval bool splittable(std::size_t m) {
   if constexpr (Traced<X>) return X::rank >= 1 && X::shape_type::dims[0] % m == 0;
-  else if constexpr (is_tuple_v<X>) return []<class... P>(std::type_identity<std::tuple<P...>>, std::size_t k) {
+  else if constexpr (is_tuple_v<X>) return []<class... P>(std::type_identity<std::tuple<P...>>, std::size_t k) consteval {
     return (splittable<P>(k) && ...);
   }(std::type_identity<X>{}, m);
   else return false;
