@@ -194,6 +194,37 @@ void scale_by(A& acc, float scale) {
   });
 }
 
+// The programs of the stages, the same for every schedule, mesh and number of microbatches (so each is
+// traced and planned once per block type). <output, dy> is the function whose gradient is a stage's
+// pullback of dy; the first virtual stage also runs First, the last one Last, and one stage both.
+template <class First, class Stage, class Last>
+struct programs {
+  struct first_objective {
+    constexpr auto operator()(const auto& ob, const auto& in, const auto& dy) const {
+      return sum(Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in) * dy);
+    }
+  };
+  struct middle_objective {
+    constexpr auto operator()(const auto& p, const auto& a, const auto& in, const auto& dy) const { return sum(Stage{}(p, a, in) * dy); }
+  };
+  struct last_objective {
+    constexpr auto operator()(const auto& ob, const auto& a, const auto& in, const auto& t) const {
+      return Last{}(std::get<0>(ob), Stage{}(std::get<1>(ob), a, in), in, t);
+    }
+  };
+  struct only_objective {
+    constexpr auto operator()(const auto& ob, const auto& in, const auto& t) const {
+      return Last{}(std::get<0>(ob), Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in), in, t);
+    }
+  };
+  struct first_forward {
+    constexpr auto operator()(const auto& ob, const auto& in) const { return Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in); }
+  };
+  struct middle_forward {
+    constexpr auto operator()(const auto& p, const auto& a, const auto& in) const { return Stage{}(p, a, in); }
+  };
+};
+
 }  // namespace pipeline_detail
 
 struct pipeline_options {
@@ -391,30 +422,12 @@ class pipeline_fn {
         typename types<O, P, X, T>::target, typename types<O, P, X, T>::act;
     static constexpr std::size_t K = pipeline_detail::layers_of<P>() / V, rows = pipeline_detail::batch_rows_v<X> / (D * Microbatches);
 
-    // <output, dy>: its gradient is a stage's pullback of dy. The first virtual stage also runs First, the
-    // last one Last; V = 1 runs both.
-    struct first_objective {
-      constexpr auto operator()(const auto& ob, const auto& in, const auto& dy) const {
-        return sum(Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in) * dy);
-      }
-    };
-    struct middle_objective {
-      constexpr auto operator()(const auto& p, const auto& a, const auto& in, const auto& dy) const { return sum(Stage{}(p, a, in) * dy); }
-    };
-    struct last_objective {
-      constexpr auto operator()(const auto& ob, const auto& a, const auto& in, const auto& t) const {
-        return Last{}(std::get<0>(ob), Stage{}(std::get<1>(ob), a, in), in, t);
-      }
-    };
-    struct only_objective {
-      constexpr auto operator()(const auto& ob, const auto& in, const auto& t) const {
-        return Last{}(std::get<0>(ob), Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in), in, t);
-      }
-    };
-    static constexpr auto first_forward = jit([](const auto& ob, const auto& in) {
-      return Stage{}(std::get<1>(ob), First{}(std::get<0>(ob), in), in);
-    });
-    static constexpr auto middle_forward = jit([](const auto& p, const auto& a, const auto& in) { return Stage{}(p, a, in); });
+    using first_objective = typename pipeline_detail::programs<First, Stage, Last>::first_objective;
+    using middle_objective = typename pipeline_detail::programs<First, Stage, Last>::middle_objective;
+    using last_objective = typename pipeline_detail::programs<First, Stage, Last>::last_objective;
+    using only_objective = typename pipeline_detail::programs<First, Stage, Last>::only_objective;
+    static constexpr auto first_forward = jit(typename pipeline_detail::programs<First, Stage, Last>::first_forward{});
+    static constexpr auto middle_forward = jit(typename pipeline_detail::programs<First, Stage, Last>::middle_forward{});
 
     static constexpr float scale = 1.0f / static_cast<float>(D * Microbatches);
     using value_t = std::remove_cvref_t<decltype(jit(last_objective{})(std::declval<const pair&>(), std::declval<const act&>(),
@@ -529,17 +542,23 @@ class pipeline_fn {
           pipeline_detail::copy_rows(targets, row, t, 0, rows);
           return t;
         };
+        // Which program a step runs is known at compile time where the schedule decides it (split or not,
+        // one virtual stage or more, middle stages or none), so only those are traced.
+        constexpr bool one = V == 1, middles = V > 2;
         if (step.kind == pipeline_schedule::work::forward) {
           if (first) keep(st, st.kept_inputs[m], in_of());
           else keep(st, st.kept[at], std::move(*received));
-          if (first && last) pipeline_detail::add_into(st.loss, jit(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
-          else if (first) send(activations, slot(replica, v, m), first_forward(*st.first, *st.kept_inputs[m]));
-          else if (last) pipeline_detail::add_into(st.loss, jit(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
-          else send(activations, slot(replica, v, m), middle_forward(st.params[local], *st.kept[at], in_of()));
+          if constexpr (one) {
+            pipeline_detail::add_into(st.loss, jit(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
+          } else {
+            if (first) send(activations, slot(replica, v, m), first_forward(*st.first, *st.kept_inputs[m]));
+            else if (last) pipeline_detail::add_into(st.loss, jit(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
+            else if constexpr (middles) send(activations, slot(replica, v, m), middle_forward(st.params[local], *st.kept[at], in_of()));
+          }
         } else if (step.kind == pipeline_schedule::work::backward) {
           std::optional<act>& dy = received;
-          if (!table.split) {
-            if (first && last) {
+          if constexpr (!table.split) {
+            if constexpr (one) {
               add_pair(st, local, grad<0>(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
             } else if (first) {
               add_pair(st, local, grad<0>(first_objective{})(*st.first, *st.kept_inputs[m], *dy));
@@ -547,23 +566,28 @@ class pipeline_fn {
               auto [g, da] = grad<0, 1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of());
               add_pair(st, local, g);
               send(cotangents, slot(replica, v - 1, m), std::move(da));
-            } else {
+            } else if constexpr (middles) {
               auto [g, da] = grad<0, 1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy);
               pipeline_detail::add_into(st.grads[local], g);
               send(cotangents, slot(replica, v - 1, m), std::move(da));
             }
             if (first) let_go(st, st.kept_inputs[m]);
             else let_go(st, st.kept[at]);
-          } else {
+          } else if constexpr (!one) {  // the input's cotangent only; the weights' wait for W
             if (!first && last) send(cotangents, slot(replica, v - 1, m), grad<1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
-            else if (!first) send(cotangents, slot(replica, v - 1, m), grad<1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy));
+            if constexpr (middles)
+              if (!first && !last) send(cotangents, slot(replica, v - 1, m), grad<1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy));
             if (!last) keep(st, st.kept_cotangent[at], std::move(*dy));
           }
-        } else {  // the weights' cotangent of a split backward
-          if (first && last) add_pair(st, local, grad<0>(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
-          else if (first) add_pair(st, local, grad<0>(first_objective{})(*st.first, *st.kept_inputs[m], *st.kept_cotangent[at]));
-          else if (last) add_pair(st, local, grad<0>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
-          else pipeline_detail::add_into(st.grads[local], grad<0>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *st.kept_cotangent[at]));
+        } else if constexpr (table.split) {  // the weights' cotangent of a split backward
+          if constexpr (one) {
+            add_pair(st, local, grad<0>(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
+          } else {
+            if (first) add_pair(st, local, grad<0>(first_objective{})(*st.first, *st.kept_inputs[m], *st.kept_cotangent[at]));
+            else if (last) add_pair(st, local, grad<0>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
+            else if constexpr (middles)
+              pipeline_detail::add_into(st.grads[local], grad<0>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *st.kept_cotangent[at]));
+          }
           if (!last) let_go(st, st.kept_cotangent[at]);
           if (first) let_go(st, st.kept_inputs[m]);
           else let_go(st, st.kept[at]);
