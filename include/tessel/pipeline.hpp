@@ -306,7 +306,7 @@ class pipeline_fn {
         out += " = (S-1)/(R M+S-1) = " + std::to_string(S - 1) + "/" + std::to_string(R * Microbatches + S - 1);
       out += "\n  in flight (inputs kept, and split backwards' cotangents), per device:";
       for (std::size_t d = 0; d < S; ++d)
-        out += " " + std::to_string(table.peak_in_flight(d)) + " (" + std::to_string(table.peak_in_flight(d) * j::act_bytes) + " bytes)";
+        out += " " + std::to_string(table.peak_on(d)) + " (" + std::to_string(table.peak_on(d, j::in_bytes, j::act_bytes)) + " bytes)";
       return out + "\n";
     }
   }
@@ -376,7 +376,7 @@ class pipeline_fn {
       using in = tree::rebind_t<typename j::act, tracer>;
       using out = std::remove_cvref_t<decltype(Stage{}(std::declval<tree::rebind_t<typename j::block, tracer>>(), std::declval<in>(),
                                                        std::declval<tree::rebind_t<typename j::in_t, tracer>>()))>;
-      constexpr std::size_t peak = table.peak_in_flight() * j::act_bytes;
+      constexpr std::size_t peak = table.peak_in_flight(j::in_bytes, j::act_bytes);
       if constexpr (!std::is_same_v<out, in>) {
         raise<fit<[] {
           message_builder m;
@@ -391,7 +391,7 @@ class pipeline_fn {
         raise<fit<[] {
           message_builder m;
           m << "tessel::pipeline: schedule " << Sched::name << " over " << S << " stages and " << Microbatches
-            << " microbatches keeps " << table.peak_in_flight() << " activations of ";
+            << " microbatches keeps up to " << table.peak_in_flight() << " activations of ";
           append_type<typename j::act>(m) << " on one device (" << peak << " bytes), over the budget of " << BudgetBytes
                                           << " bytes; fix: use 1f1b (at most " << S
                                           << " in flight), fewer or smaller microbatches, or a larger budget";

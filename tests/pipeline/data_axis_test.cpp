@@ -61,7 +61,7 @@ TEST(PipelineReport, KeepsWhatTheScheduleSays) {
     }
     for (std::size_t d = 0; d < 4; ++d) {
       EXPECT_EQ(r.report.devices[d].size(), steps_per_device);
-      EXPECT_EQ(r.report.peak_kept_bytes[d], decltype(pipe)::table.peak_in_flight(d) * act_bytes) << "device " << d;
+      EXPECT_EQ(r.report.peak_kept_bytes[d], decltype(pipe)::table.peak_on(d) * act_bytes) << "device " << d;
       for (const auto& e : r.report.devices[d]) EXPECT_LE(e.begin_ns, e.end_ns);
     }
     const double b = r.report.bubble();

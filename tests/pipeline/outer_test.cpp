@@ -70,6 +70,19 @@ TEST(PipelineOuter, UntiedIsOneDevicesAccumulation) {
   expect_untied_exact<schedules::gpipe, 1, 4>();  // one stage: first, layers and last in one program
 }
 
+// The first stage keeps its microbatch's inputs (f32[8,12] and f32[8,16]), the others an activation
+// (f32[8,16]): each device's peak is the schedule's, weighed so.
+TEST(PipelineOuter, KeptBytesWeighTheFirstStagesInputs) {
+  const auto pipe = pipeline<mesh<axis<"stage", 2>>, "stage", schedules::gpipe, 4>(first, gated, last);
+  const auto r = pipe.run(outer_parameters(), parameters(), inputs(), filled<targets_t>(2.0f));
+  constexpr std::size_t in_bytes = 8 * (features + width) * sizeof(float), act_bytes = 8 * width * sizeof(float);
+  EXPECT_EQ(r.report.peak_kept_bytes[0], 4 * in_bytes);
+  EXPECT_EQ(r.report.peak_kept_bytes[1], 4 * act_bytes);
+  EXPECT_EQ(r.report.peak_kept_bytes[0], decltype(pipe)::table.peak_on(0, in_bytes, act_bytes));
+  EXPECT_NE(pipe.dump(outer_parameters(), parameters(), inputs(), filled<targets_t>(2.0f)).find("per device: 4 (3584 bytes) 4 (2048 bytes)"),
+            std::string::npos);
+}
+
 TEST(PipelineOuter, TiedGetsBothStagesContributions) {
   const auto o = outer_parameters();
   const auto p = parameters();

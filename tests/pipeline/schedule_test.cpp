@@ -78,9 +78,9 @@ TEST(PipelineSchedule, OneFOneBHasGPipesBubbleAndKeepsAtMostS) {
   constexpr auto f = pipeline_schedule::make<schedules::one_f_one_b, 4, 8>();
   constexpr auto g = pipeline_schedule::make<schedules::gpipe, 4, 8>();
   EXPECT_EQ(f.peak_in_flight(), 4u);  // device 0: S inputs
-  EXPECT_EQ(f.peak_in_flight(3), 1u);
+  EXPECT_EQ(f.peak_on(3), 1u);
   EXPECT_EQ(g.peak_in_flight(), 8u);  // every device: M
-  EXPECT_EQ(g.peak_in_flight(3), 8u);
+  EXPECT_EQ(g.peak_on(3), 8u);
 }
 
 TEST(PipelineSchedule, ZeroBubbleFillsPartOfTheBubble) {
@@ -89,7 +89,7 @@ TEST(PipelineSchedule, ZeroBubbleFillsPartOfTheBubble) {
   expect_valid(z);
   EXPECT_LT(z.bubble(), f.bubble() - 0.05);
   // At most one input more than 1F1B on any device (an input and a cotangent per held-back W).
-  for (std::size_t d = 0; d < 4; ++d) EXPECT_LE(z.peak_in_flight(d), 2 * (4 - d + 1));
+  for (std::size_t d = 0; d < 4; ++d) EXPECT_LE(z.peak_on(d), 2 * (4 - d + 1));
   expect_valid(pipeline_schedule::make<schedules::zero_bubble, 2, 4>());
   expect_valid(pipeline_schedule::make<schedules::zero_bubble, 4, 16>());
 }

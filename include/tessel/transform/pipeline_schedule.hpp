@@ -5,7 +5,7 @@
 //
 //   constexpr auto t = pipeline_schedule::make<schedules::one_f_one_b, 4, 8>();   // 4 stages, 8 microbatches
 //   t.bubble();            // 3/11: (S-1)/(M+S-1)
-//   t.peak_in_flight();    // 4: 1F1B keeps at most S microbatches' inputs where GPipe keeps M
+//   t.peak_in_flight();    // 4: 1F1B keeps at most S microbatches' inputs where GPipe keeps M (peak_on(d): device d's)
 //
 // The work: forward F(v, m) of virtual stage v on microbatch m; backward B(v, m), the input's cotangent
 // and, unless the schedule splits it, the weights' too; W(v, m), the weights' cotangent where it is split
@@ -112,22 +112,25 @@ struct table {
     return 1.0 - static_cast<double>(total) / (static_cast<double>(S) * span());
   }
   // The most microbatch activations a device holds at once: a stage's input from F to its weights'
-  // cotangent, and a split backward's output cotangent from B to W (in units of one activation).
-  constexpr std::size_t peak_in_flight(std::size_t d) const {
+  // cotangent, and a split backward's output cotangent from B to W (in units of one activation). Weighed:
+  // the bytes, where the first stage's input (the batch's data) is `first_input` bytes and any other
+  // input or cotangent `activation` bytes.
+  constexpr std::size_t peak_on(std::size_t d, std::size_t first_input = 1, std::size_t activation = 1) const {
     std::size_t held = 0, most = 0;
     for (std::size_t i = 0; i < count[d]; ++i) {
       const step& s = steps[d][i];
+      const std::size_t input = s.stage == 0 ? first_input : activation;
       const bool cotangent = split && s.stage + 1 != V;  // the last stage's W recomputes its loss instead
-      if (s.kind == work::forward) ++held;
-      else if (s.kind == work::backward && split) held += cotangent;  // the cotangent kept for W
-      else held -= s.kind == work::weight ? 1 + cotangent : 1;     // the input (and the cotangent) let go
+      if (s.kind == work::forward) held += input;
+      else if (s.kind == work::backward && split) held += cotangent ? activation : 0;  // the cotangent kept for W
+      else held -= input + (s.kind == work::weight && cotangent ? activation : 0);     // the input (and the cotangent) let go
       most = std::max(most, held);
     }
     return most;
   }
-  constexpr std::size_t peak_in_flight() const {
+  constexpr std::size_t peak_in_flight(std::size_t first_input = 1, std::size_t activation = 1) const {
     std::size_t most = 0;
-    for (std::size_t d = 0; d < S; ++d) most = std::max(most, peak_in_flight(d));
+    for (std::size_t d = 0; d < S; ++d) most = std::max(most, peak_on(d, first_input, activation));
     return most;
   }
 };
