@@ -8,12 +8,18 @@
 //
 //   char_lm_pipelined --pipeline 2 --schedule 1f1b --steps 200
 //   char_lm_pipelined --pipeline 2 --steps 100 --checkpoint-dir run   (then --resume continues it)
+//   mpirun -np 2 char_lm_pipelined --pipeline 2 ...                    (a stage per process)
+//
+// Under mpirun each process runs one stage (the mesh's stage axis over processes); every process ends
+// each step with the same parameters, process 0 prints and writes the checkpoints, which are those of the
+// same run in one process, byte for byte.
 //
 // Each report line gives the step, the loss (bits per character of the batch's microbatch means) and the
 // characters per second over the report's steps, counting the time of the pipeline and the optimizer; the
 // last line, the characters per second of every report but the first.
 #include <tessel/data/bucket.hpp>
 #include <tessel/data/text.hpp>
+#include <tessel/distributed.hpp>
 #include <tessel/io.hpp>
 #include <tessel/nn.hpp>
 #include <tessel/pipeline.hpp>
@@ -101,9 +107,11 @@ double learning_rate(const options& o, int step) {
   return 0.5 * o.learning_rate * (1.0 + std::cos(3.14159265358979323846 * t));
 }
 
-template <std::size_t S, class Sched>
+template <std::size_t S, class Sched, bool Processes = false>
 int train(const options& o, const td::chunked_text& chunks) {
-  const auto pipe = pipeline<mesh<axis<"stage", std::max<std::size_t>(S, 1)>>, "stage", Sched, microbatches>(first, stage, last);
+  using stages = std::conditional_t<Processes, mesh<axis<"stage", S, over_processes>>, mesh<axis<"stage", std::max<std::size_t>(S, 1)>>>;
+  const auto pipe = pipeline<stages, "stage", Sched, microbatches>(first, stage, last);
+  const bool speaks = distributed::process_index() == 0;  // prints and writes checkpoints
   params_t params = initial_params();
   state_t state = optimizer{}.init(params);
   const auto shuffle_key = random::key_from_seed(1);
@@ -112,16 +120,17 @@ int train(const options& o, const td::chunked_text& chunks) {
   int step = 0;
   if (!o.checkpoint_dir.empty()) {
     ckpt.emplace(o.checkpoint_dir, io::checkpoint_options{.keep = 2, .asynchronous = false});
-    if (o.resume) {
+    if (o.resume) {  // every process reads the newest checkpoint
       if (auto latest = ckpt->restore_latest()) {
         latest->load(io::slot("params", params), io::slot("opt_state", state));
         step = static_cast<int>(latest->step);
         stream.restore(td::stream_position::from_json(latest->get("data_position")));
-        std::printf("resumed from %s (step %d)\n", latest->path.c_str(), step);
+        if (speaks) std::printf("resumed from %s (step %d)\n", latest->path.c_str(), step);
       }
     }
   }
-  if constexpr (S == 0) {
+  if (!speaks) {
+  } else if constexpr (S == 0) {
     std::printf("char_lm_pipelined: %zu blocks of d_model %zu, no pipeline: accumulate_gradients over %zu microbatches of %zu x %zu "
                 "characters\n", config.layers, width, microbatches, rows / microbatches, length);
   } else {
@@ -161,7 +170,7 @@ int train(const options& o, const td::chunked_text& chunks) {
     std::tie(params, state) = update(params, state, grads, lr);
     window_bits += loss[0] / std::log(2.0);
     ++window_steps;
-    if ((step + 1) % o.report_every == 0 || step + 1 == o.steps) {
+    if (speaks && ((step + 1) % o.report_every == 0 || step + 1 == o.steps)) {
       const double seconds = std::chrono::duration<double>(clock::now() - window_start).count();
       std::printf("step %d  loss %.4f bits/char  %.0f chars/s\n", step + 1, window_bits / window_steps,
                   static_cast<double>(window_chars) / seconds);
@@ -169,24 +178,24 @@ int train(const options& o, const td::chunked_text& chunks) {
       std::fflush(stdout);
       window_start = clock::now(), window_chars = 0, window_bits = 0, window_steps = 0;
     }
-    if (ckpt && ((o.save_every > 0 && (step + 1) % o.save_every == 0) || step + 1 == o.steps)) {
+    if (ckpt && speaks && ((o.save_every > 0 && (step + 1) % o.save_every == 0) || step + 1 == o.steps)) {
       io::snapshot s(static_cast<std::uint64_t>(step + 1));
       s.add("params", params).add("opt_state", state).set("data_position", stream.position().to_json());
       ckpt->save(std::move(s));
     }
   }
   if (ckpt) ckpt->wait();
-  if (steady_seconds > 0)
+  if (speaks && steady_seconds > 0)
     std::printf("after the first %d steps: %.0f chars/s over %.1f s\n", o.report_every, static_cast<double>(steady_chars) / steady_seconds,
                 steady_seconds);
   return 0;
 }
 
-template <std::size_t S>
+template <std::size_t S, bool Processes = false>
 int train_with_schedule(const options& o, const td::chunked_text& chunks) {
-  if (o.schedule == "gpipe") return train<S, schedules::gpipe>(o, chunks);
-  if (o.schedule == "zero_bubble") return train<S, schedules::zero_bubble>(o, chunks);
-  return train<S, schedules::one_f_one_b>(o, chunks);
+  if (o.schedule == "gpipe") return train<S, schedules::gpipe, Processes>(o, chunks);
+  if (o.schedule == "zero_bubble") return train<S, schedules::zero_bubble, Processes>(o, chunks);
+  return train<S, schedules::one_f_one_b, Processes>(o, chunks);
 }
 
 }  // namespace
@@ -203,10 +212,21 @@ int main(int argc, char** argv) {
   cl.path("--checkpoint-dir", o.checkpoint_dir, "DIR", "where checkpoints go (at the end, and every --save-every steps)");
   cl.whole("--save-every", o.save_every, {0, 1'000'000, "0 (at the end only)"}, "N", "steps between checkpoints (default 0)");
   cl.toggle("--resume", o.resume, "continue from the newest checkpoint in --checkpoint-dir");
-  if (const auto stop = cl.parse(argc, argv)) return *stop;
+  if (distributed::started_by_mpirun()) distributed::init(argc, argv);
+  const std::size_t processes = distributed::process_count();
+  if (const auto stop = cl.parse(argc, argv, [&] {
+        std::vector<std::string> problems;
+        if (processes > 1 && (processes != 2 || o.pipeline != 2))
+          problems.push_back("under mpirun each process runs one stage: give --pipeline 2 with mpirun -np 2 (here " +
+                             std::to_string(processes) + " processes, --pipeline " + std::to_string(o.pipeline) + ")");
+        return problems;
+      }))
+    return *stop;
   const td::text_corpus text = td::read_fortunes(td::fortunes_dir());
   const td::chunked_text chunks = td::chunk_records(text.records, length);
-  std::printf("data: %zu records in %zu chunks of at most %zu characters\n", text.records.size(), chunks.chunks.size(), length);
+  if (distributed::process_index() == 0)
+    std::printf("data: %zu records in %zu chunks of at most %zu characters\n", text.records.size(), chunks.chunks.size(), length);
+  if (processes == 2) return train_with_schedule<2, true>(o, chunks);
   if (o.pipeline == 0) return train<0, schedules::gpipe>(o, chunks);
   return o.pipeline == 2 ? train_with_schedule<2>(o, chunks) : train_with_schedule<1>(o, chunks);
 }

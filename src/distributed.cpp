@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,71 @@ void gather_blocks(std::uint64_t program, void* buffer, const std::size_t* sizes
   wait_for_data(request, "gather_blocks", collective);
 }
 
+// Point to point, for a pipeline's stages: each message is a header (program, tag, bytes) and the data, on
+// MPI tag 1 + tag (0 is the collectives' checks), so that a receive takes its own message whatever the
+// order they were sent in. Sends are not waited for when made: two stages sending to each other at once
+// (an activation one way, a cotangent the other) would each wait for the other's receive.
+struct pending_send {
+  MPI_Request request;
+  std::vector<std::uint64_t> buffer;  // header and data, alive until delivered
+};
+std::vector<pending_send>& pending_sends() {
+  static std::vector<pending_send> sends;
+  return sends;
+}
+
+int message_tag(std::uint64_t tag) {
+  void* bound = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(run_state().comm, MPI_TAG_UB, &bound, &found);
+  const std::uint64_t upper = found ? static_cast<std::uint64_t>(*static_cast<int*>(bound)) : 32767;
+  if (tag + 1 > upper)
+    fail("a pipeline transfer numbered " + std::to_string(tag) + " is past this MPI's largest message tag (" + std::to_string(upper) +
+         "); fewer microbatches or stages");
+  return static_cast<int>(tag + 1);
+}
+
+void send(std::uint64_t program, std::size_t peer, std::uint64_t tag, const void* data, std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT_MAX) - 24) fail("a pipeline transfer of " + std::to_string(bytes) + " bytes is more than one MPI message holds");
+  auto& sends = pending_sends();
+  std::erase_if(sends, [](pending_send& p) {
+    int done = 0;
+    MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+  pending_send& p = sends.emplace_back();
+  p.buffer.resize(3 + (bytes + 7) / 8);
+  p.buffer[0] = program, p.buffer[1] = tag, p.buffer[2] = bytes;
+  std::memcpy(p.buffer.data() + 3, data, bytes);
+  MPI_Isend(p.buffer.data(), static_cast<int>(24 + bytes), MPI_BYTE, static_cast<int>(peer), message_tag(tag), run_state().comm, &p.request);
+}
+
+void receive(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* data, std::size_t bytes) {
+  std::vector<std::uint64_t> buffer(3 + (bytes + 7) / 8);
+  MPI_Request request;
+  MPI_Irecv(buffer.data(), static_cast<int>(24 + bytes), MPI_BYTE, static_cast<int>(peer), message_tag(tag), run_state().comm, &request);
+  const std::string what = "pipeline transfer " + std::to_string(tag) + " from process " + std::to_string(peer);
+  if (!wait_until_deadline(&request, 1))
+    fail(what + " waited " + std::to_string(run_state().timeout_seconds) + " s: process " + std::to_string(peer) +
+         " has died, stopped or stalled; ending the run");
+  if (buffer[0] != program)
+    fail(what + ": this process runs program " + hex(program) + ", process " + std::to_string(peer) + " runs program " + hex(buffer[0]) +
+         "; start every process from the same binary, with the same settings");
+  if (buffer[2] != bytes)
+    fail(what + ": " + std::to_string(buffer[2]) + " bytes came where " + std::to_string(bytes) + " were expected");
+  std::memcpy(data, buffer.data() + 3, bytes);
+}
+
+void flush() {
+  auto& sends = pending_sends();
+  std::vector<MPI_Request> requests;
+  for (pending_send& p : sends) requests.push_back(p.request);
+  if (!wait_until_deadline(requests.data(), static_cast<int>(requests.size())))
+    fail("pipeline transfers waited " + std::to_string(run_state().timeout_seconds) + " s to be delivered: a receiving process has died, "
+         "stopped or stalled; ending the run");
+  sends.clear();
+}
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -187,7 +253,7 @@ void start(int* argc, char*** argv, options o) {
   s.timeout_seconds = o.timeout_seconds;
   std::atexit(finalize_at_exit);
   kernels::install_process_transport(
-      {static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.count), &all_gather, &exchange, &gather_blocks});
+      {static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.count), &all_gather, &exchange, &gather_blocks, &send, &receive, &flush});
 }
 
 }  // namespace

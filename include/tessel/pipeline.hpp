@@ -48,9 +48,11 @@
 #include <vector>
 
 #include "tessel/core/error.hpp"
+#include "tessel/core/fingerprint.hpp"
 #include "tessel/core/mesh.hpp"
 #include "tessel/core/tree.hpp"
 #include "tessel/jit.hpp"
+#include "tessel/kernels/collective.hpp"
 #include "tessel/ops/reductions.hpp"
 #include "tessel/run/mesh.hpp"
 #include "tessel/transform/grad.hpp"
@@ -170,6 +172,24 @@ void copy_rows(const From& from, std::size_t first, To& to, std::size_t at, std:
   tree::for_each(to, [&](auto& leaf) {
     const auto [data, row] = sources[i++];
     std::memcpy(reinterpret_cast<std::byte*>(leaf.data()) + at * row, data + first * row, rows * row);
+  });
+}
+
+// A tree's leaves as consecutive bytes, in tree order, and back.
+template <class X>
+void pack(const X& x, std::byte* out) {
+  tree::for_each(x, [&](const auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    std::memcpy(out, leaf.data(), L::size * sizeof(typename L::value_type));
+    out += L::size * sizeof(typename L::value_type);
+  });
+}
+template <class X>
+void unpack(const std::byte* in, X& x) {
+  tree::for_each(x, [&](auto& leaf) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    std::memcpy(leaf.data(), in, L::size * sizeof(typename L::value_type));
+    in += L::size * sizeof(typename L::value_type);
   });
 }
 
@@ -323,9 +343,13 @@ class pipeline_fn {
         return M::append(m) << "; fix: name one of the mesh's axes";
       }>()>();
       return false;
-    } else if constexpr (M::process_axes != 0) {
-      raise<"tessel::pipeline: a mesh whose axes span processes is not supported yet (the stages' transfers run "
-            "between the threads of one process); fix: run the pipeline on one process's devices", P>();
+    } else if constexpr (M::process_axes != 0 && M::local_devices != 1) {
+      raise<fit<[] {
+        message_builder m;
+        m << "tessel::pipeline: over processes, each process runs one device (the thread that makes its MPI calls), but the ";
+        return M::append(m) << " gives each of its " << M::processes << " processes " << M::local_devices
+                            << " devices; fix: put every axis of the mesh over processes, or run it in one process";
+      }>()>();
       return false;
     } else if constexpr (layers == 0) {
       raise<fit<[] {
@@ -463,6 +487,19 @@ class pipeline_fn {
     std::condition_variable arrived;
     std::string failure;
 
+    // What processes compare before their stages exchange anything: the schedule, the mesh, the shapes
+    // and the build (kernels::add_build).
+    std::uint64_t program = [] {
+      fingerprint f;
+      f.add(std::string_view("tessel::pipeline"));
+      f.add(Sched::name);
+      for (const std::uint64_t n : {std::uint64_t{S}, std::uint64_t{R}, std::uint64_t{D}, std::uint64_t{Microbatches}, std::uint64_t{K},
+                                    std::uint64_t{rows}, std::uint64_t{job::act_bytes}, std::uint64_t{job::in_bytes}})
+        f.add(n);
+      kernels::add_build(f);
+      return f.value;
+    }();
+
     job(const O& o, const P& p, const X& xs, const T& ts, pipeline_options opt) : outer(o), params(p), inputs(xs), targets(ts), options(opt) {}
 
     static std::size_t stage_of(std::size_t device) { return M::coordinates(device)[static_cast<std::size_t>(axis_index)]; }
@@ -478,14 +515,39 @@ class pipeline_fn {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
     }
 
-    void send(std::vector<std::optional<act>>& box, std::size_t at, act value) {
+    // The device of a replica's stage, and the process that runs it (one device per process over processes).
+    static std::size_t device_of(std::size_t replica, std::size_t stage) {
+      for (std::size_t d = 0; d < M::devices; ++d)
+        if (replica_of(d) == replica && stage_of(d) == stage) return d;
+      return 0;
+    }
+    bool remote(std::size_t device) const { return M::process_axes != 0 && device != kernels::processes().index; }
+    std::uint64_t tag(const std::vector<std::optional<act>>& box, std::size_t at) const {
+      return (&box == &cotangents ? activations.size() : 0) + at;
+    }
+
+    // A transfer to device `to`: into the mailbox on this process, or sent to its process.
+    void send(std::vector<std::optional<act>>& box, std::size_t at, std::size_t to, act value) {
+      if (remote(to)) {
+        std::vector<std::byte> bytes(job::act_bytes);
+        pipeline_detail::pack(value, bytes.data());
+        kernels::processes().send(program, to, tag(box, at), bytes.data(), job::act_bytes);
+        return;
+      }
       {
         std::lock_guard lock(mutex);
         box[at].emplace(std::move(value));
       }
       arrived.notify_all();
     }
-    std::optional<act> receive(std::vector<std::optional<act>>& box, std::size_t at, std::size_t device, const char* what) {
+    std::optional<act> receive(std::vector<std::optional<act>>& box, std::size_t at, std::size_t device, std::size_t from, const char* what) {
+      if (remote(from)) {  // the transport waits, with the run's deadline, and ends the run on a failure
+        std::vector<std::byte> bytes(job::act_bytes);
+        kernels::processes().receive(program, from, tag(box, at), bytes.data(), job::act_bytes);
+        act value = tree::build<act>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); });
+        pipeline_detail::unpack(bytes.data(), value);
+        return value;
+      }
       std::unique_lock lock(mutex);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_seconds);
       if (!arrived.wait_until(lock, deadline, [&] { return box[at].has_value() || !failure.empty(); })) {
@@ -523,12 +585,13 @@ class pipeline_fn {
         const std::size_t v = step.stage, m = step.microbatch, local = v / S, at = local * Microbatches + m;
         const bool first = v == 0, last = v + 1 == V;
         const std::size_t row = (replica * Microbatches + m) * rows;
+        const std::size_t next = device_of(replica, (v + 1) % S), previous = device_of(replica, (v + S - 1) % S);
         // What the step waits for from a neighbour, received before its time starts: a wait is idle.
         std::optional<act> received;
         const bool forward_step = step.kind == pipeline_schedule::work::forward;
         if (forward_step ? !first : step.kind == pipeline_schedule::work::backward && !last) {
-          received = forward_step ? receive(activations, slot(replica, v - 1, m), device, "the activation")
-                                  : receive(cotangents, slot(replica, v, m), device, "the cotangent");
+          received = forward_step ? receive(activations, slot(replica, v - 1, m), device, device_of(replica, (v - 1) % S), "the activation")
+                                  : receive(cotangents, slot(replica, v, m), device, device_of(replica, (v + 1) % S), "the cotangent");
           if (!received) return;
         }
         const std::int64_t begin = now();
@@ -551,9 +614,9 @@ class pipeline_fn {
           if constexpr (one) {
             pipeline_detail::add_into(st.loss, jit(only_objective{})(*st.last, *st.kept_inputs[m], target_of()));
           } else {
-            if (first) send(activations, slot(replica, v, m), first_forward(*st.first, *st.kept_inputs[m]));
+            if (first) send(activations, slot(replica, v, m), next, first_forward(*st.first, *st.kept_inputs[m]));
             else if (last) pipeline_detail::add_into(st.loss, jit(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
-            else if constexpr (middles) send(activations, slot(replica, v, m), middle_forward(st.params[local], *st.kept[at], in_of()));
+            else if constexpr (middles) send(activations, slot(replica, v, m), next, middle_forward(st.params[local], *st.kept[at], in_of()));
           }
         } else if (step.kind == pipeline_schedule::work::backward) {
           std::optional<act>& dy = received;
@@ -565,18 +628,18 @@ class pipeline_fn {
             } else if (last) {
               auto [g, da] = grad<0, 1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of());
               add_pair(st, local, g);
-              send(cotangents, slot(replica, v - 1, m), std::move(da));
+              send(cotangents, slot(replica, v - 1, m), previous, std::move(da));
             } else if constexpr (middles) {
               auto [g, da] = grad<0, 1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy);
               pipeline_detail::add_into(st.grads[local], g);
-              send(cotangents, slot(replica, v - 1, m), std::move(da));
+              send(cotangents, slot(replica, v - 1, m), previous, std::move(da));
             }
             if (first) let_go(st, st.kept_inputs[m]);
             else let_go(st, st.kept[at]);
           } else if constexpr (!one) {  // the input's cotangent only; the weights' wait for W
-            if (!first && last) send(cotangents, slot(replica, v - 1, m), grad<1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
+            if (!first && last) send(cotangents, slot(replica, v - 1, m), previous, grad<1>(last_objective{})(*st.last, *st.kept[at], in_of(), target_of()));
             if constexpr (middles)
-              if (!first && !last) send(cotangents, slot(replica, v - 1, m), grad<1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy));
+              if (!first && !last) send(cotangents, slot(replica, v - 1, m), previous, grad<1>(middle_objective{})(st.params[local], *st.kept[at], in_of(), *dy));
             if (!last) keep(st, st.kept_cotangent[at], std::move(*dy));
           }
         } else if constexpr (table.split) {  // the weights' cotangent of a split backward
@@ -596,6 +659,35 @@ class pipeline_fn {
       }
     }
 
+    // Over processes, each ran its own device: every process gets every device's sums (loss, outer's,
+    // its blocks') and kept bytes, so that each adds them up as one process would.
+    void gather_from_processes() {
+      const kernels::process_transport& t = kernels::processes();
+      t.flush();
+      constexpr std::size_t share = pipeline_detail::bytes_of<value_t>() + pipeline_detail::bytes_of<outer_grad>() +
+                                    R * pipeline_detail::bytes_of<block_grad>() + sizeof(std::uint64_t);
+      auto at = [](std::byte* p, std::size_t i) { return p + i * share; };
+      std::vector<std::byte> mine(share), all(share * M::devices);
+      const std::size_t here = t.index;
+      std::byte* w = mine.data();
+      pipeline_detail::pack(devices[here].loss, w), w += pipeline_detail::bytes_of<value_t>();
+      pipeline_detail::pack(devices[here].outer, w), w += pipeline_detail::bytes_of<outer_grad>();
+      for (const block_grad& g : devices[here].grads) pipeline_detail::pack(g, w), w += pipeline_detail::bytes_of<block_grad>();
+      const std::uint64_t peak = devices[here].peak;
+      std::memcpy(w, &peak, sizeof peak);
+      t.all_gather(program, mine.data(), share, all.data());
+      for (std::size_t d = 0; d < M::devices; ++d) {
+        if (d == here) continue;
+        const std::byte* r = at(all.data(), d);
+        pipeline_detail::unpack(r, devices[d].loss), r += pipeline_detail::bytes_of<value_t>();
+        pipeline_detail::unpack(r, devices[d].outer), r += pipeline_detail::bytes_of<outer_grad>();
+        for (block_grad& g : devices[d].grads) pipeline_detail::unpack(r, g), r += pipeline_detail::bytes_of<block_grad>();
+        std::uint64_t p = 0;
+        std::memcpy(&p, r, sizeof p);
+        devices[d].peak = p;
+      }
+    }
+
     struct result {
       value_t value;
       outer_grad outer_grads;
@@ -606,6 +698,8 @@ class pipeline_fn {
     result run() {
       for (std::size_t d = 0; d < M::devices; ++d) {
         device_state& st = devices[d];
+        st.grads.resize(R);  // zeros; filled here or, for another process's device, by gather_from_processes
+        if (remote(d)) continue;
         for (std::size_t v = stage_of(d); v < V; v += S) {
           block b(tree::build<block>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); }));
           pipeline_detail::copy_rows(params, v * K, b, 0, K);
@@ -613,15 +707,15 @@ class pipeline_fn {
           if (v + 1 == V) st.last.emplace(outer, std::move(b));
           else if (v == 0) st.first.emplace(outer, std::move(b));
           st.params.push_back(std::move(b));  // moved from (empty) where a pair holds it
-          st.grads.emplace_back();
         }
         st.kept_inputs.resize(Microbatches);
         st.kept.resize(R * Microbatches);
         st.kept_cotangent.resize(R * Microbatches);
       }
-      constexpr std::array<std::size_t, 1> all{M::devices};
-      run::on_devices(all.data(), 1, 0, 0, [](void* self, std::size_t d) { static_cast<job*>(self)->run_device(d); }, this);
+      run::on_devices(M::sizes.data(), M::rank, M::process_axes, program, [](void* self, std::size_t d) { static_cast<job*>(self)->run_device(d); },
+                      this);
       if (!failure.empty()) throw std::runtime_error(failure);
+      if constexpr (M::process_axes != 0) gather_from_processes();
       // The sums, replica by replica in order (for outer: its first stage's, then its last stage's), scaled once.
       result out{value_t{}, outer_grad{}, P{}, {}};
       for (std::size_t d = 0; d < M::devices; ++d)

@@ -32,12 +32,19 @@ namespace tessel::kernels {
 //               this one into `received` at received_offsets[q] (received_sizes[q] bytes);
 //   gather_blocks: this process's block (sizes[index] bytes at offsets[index] of `buffer`) to every
 //               process, the others' into `buffer` at theirs.
+// And between two processes only (a pipeline's neighbouring stages, pipeline.hpp), each made by the one
+// thread that runs the process's device: send copies `bytes` for process `peer` and returns at once;
+// receive waits for the message of the same `tag` from `peer` (messages of other tags may arrive first)
+// and checks its program and size; flush waits until every send has been delivered.
 struct process_transport {
   std::size_t index = 0, count = 1;
   void (*all_gather)(std::uint64_t program, const void* send, std::size_t bytes, void* received) = nullptr;
   void (*exchange)(std::uint64_t program, const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
                    const std::size_t* received_sizes, const std::size_t* received_offsets) = nullptr;
   void (*gather_blocks)(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) = nullptr;
+  void (*send)(std::uint64_t program, std::size_t peer, std::uint64_t tag, const void* data, std::size_t bytes) = nullptr;
+  void (*receive)(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* data, std::size_t bytes) = nullptr;
+  void (*flush)() = nullptr;
 };
 void install_process_transport(const process_transport& transport);
 const process_transport& processes();

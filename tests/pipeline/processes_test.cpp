@@ -1,0 +1,47 @@
+// A pipeline whose stage axis spans processes (mpirun -np 2 or 4, one stage each): loss and gradients
+// bit for bit those of the same mesh run as threads of one process, for 1F1B, zero bubble and circular
+// schedules, and with a data axis over processes too (4 processes: data 2 x stage 2).
+#include <gtest/gtest.h>
+
+#include "model.hpp"
+#include "tessel/distributed.hpp"
+
+namespace {
+using namespace tessel;
+using namespace pipeline_model;
+
+template <class Across, class Within, class Sched, std::size_t M>
+void expect_one_process() {
+  const auto p = parameters();
+  const auto x = filled<batch_t>(0.0f), t = filled<batch_t>(1.0f);
+  const auto [value, grads] = pipeline<Across, "stage", Sched, M>(stage, loss)(p, x, t);
+  const auto [want_value, want] = pipeline<Within, "stage", Sched, M>(stage, loss)(p, x, t);
+  EXPECT_TRUE(same_bits(value, want_value)) << value.data()[0] << " against " << want_value.data()[0];
+  EXPECT_TRUE(same_bits(grads.w, want.w));
+  EXPECT_TRUE(same_bits(grads.b, want.b));
+}
+
+TEST(PipelineProcesses, StagesOverProcessesAreOneProcesss) {
+  if (distributed::process_count() == 2) {
+    using across = mesh<axis<"stage", 2, over_processes>>;
+    using within = mesh<axis<"stage", 2>>;
+    expect_one_process<across, within, schedules::one_f_one_b, 4>();
+    expect_one_process<across, within, schedules::zero_bubble, 4>();
+    expect_one_process<across, within, schedules::circular<2>, 4>();
+    expect_one_process<across, within, schedules::gpipe, 8>();
+  } else if (distributed::process_count() == 4) {
+    expect_one_process<mesh<axis<"stage", 4, over_processes>>, mesh<axis<"stage", 4>>, schedules::one_f_one_b, 4>();
+    expect_one_process<mesh<axis<"data", 2, over_processes>, axis<"stage", 2, over_processes>>, mesh<axis<"data", 2>, axis<"stage", 2>>,
+                       schedules::one_f_one_b, 4>();
+  } else {
+    GTEST_SKIP() << "run under mpirun -np 2 or 4";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  distributed::init(argc, argv, {.timeout_seconds = 60});
+  return RUN_ALL_TESTS();
+}
