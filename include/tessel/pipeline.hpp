@@ -23,14 +23,18 @@
 // output to the next stage; a backward B recomputes the stage's forward from the kept input (GPipe's
 // re-materialization: a stage keeps only its inputs) and takes the cotangents, sending the input's back;
 // a split backward (zero bubble) leaves the weights' to W. A transfer is a hand-off through memory shared
-// by the threads; a device waits for its input, never more than `options::timeout_seconds`.
+// by the threads (a device waits for its input, never more than `options::timeout_seconds`), or, where the
+// mesh spans processes (one device each, mpirun), a message of the process transport (kernels/
+// collective.hpp), after which every process gathers every device's sums and adds them as one would.
+// pipeline(first, stage, last) adds parameters outside the stacked layers (an embedding on the first
+// stage, an output layer on the last) and inputs every stage reads (a mask): see it below.
 //
 // Checked at compile time, each as one error naming the numbers: layers that the virtual stages do not
 // divide, fewer microbatches than the schedule needs, a batch the replicas x microbatches do not divide,
 // a stage whose output is not its input's type, and activations in flight over BudgetBytes (when not 0).
-// dump(params, x, targets) prints the schedule: per device, the timeline at unit costs, the bubble and the
-// bytes in flight; run(...) also returns what happened (pipeline_report: every step's times, the bubble
-// measured, the bytes each device kept).
+// dump(params, x, targets) gives the schedule as text: per device, the timeline at unit costs, the bubble
+// and the bytes kept; run(...) also returns what happened (pipeline_report: every step's times, the
+// bubble measured, the bytes each device kept).
 
 #include <algorithm>
 #include <chrono>
@@ -68,17 +72,22 @@ struct pipeline_report {
     std::uint16_t stage, microbatch;
     std::int64_t begin_ns, end_ns;
   };
-  std::vector<std::vector<event>> devices;  // mesh order
-  std::vector<std::size_t> peak_kept_bytes;
+  std::vector<std::vector<event>> devices;  // mesh order; over processes, only this process's device has steps
+  std::vector<std::size_t> peak_kept_bytes;  // every device's
 
-  // The idle share of the devices (those of one data replica, `first` .. `first + count`) between the
-  // first step any of them began and the last one any ended: what the schedule's bubble predicts.
+  // The idle share of the devices with steps among `first` .. `first + count` (those of one data replica,
+  // say; all by default) between the first step any of them began and the last one any ended: what the
+  // schedule's bubble predicts.
   double bubble(std::size_t first = 0, std::size_t count = 0) const {
     if (count == 0) count = devices.size() - first;
     std::int64_t begin = INT64_MAX, end = INT64_MIN, busy = 0;
-    for (std::size_t d = first; d < first + count; ++d)
+    std::size_t working = 0;
+    for (std::size_t d = first; d < first + count; ++d) {
+      working += devices[d].empty() ? 0 : 1;
       for (const event& e : devices[d]) begin = std::min(begin, e.begin_ns), end = std::max(end, e.end_ns), busy += e.end_ns - e.begin_ns;
-    return 1.0 - static_cast<double>(busy) / (static_cast<double>(count) * static_cast<double>(end - begin));
+    }
+    if (working == 0 || end <= begin) return 0;
+    return 1.0 - static_cast<double>(busy) / (static_cast<double>(working) * static_cast<double>(end - begin));
   }
 };
 
@@ -248,7 +257,9 @@ struct programs {
 }  // namespace pipeline_detail
 
 struct pipeline_options {
-  double timeout_seconds = 120;  // the longest a device waits for a neighbour's activation or cotangent
+  // The longest a device waits for a neighbour's activation or cotangent on this process (between
+  // processes, distributed::options::timeout_seconds bounds every wait).
+  double timeout_seconds = 120;
 };
 
 // Plain: the first stage's input is x and the loss sees (last output, targets); the call takes
@@ -324,6 +335,10 @@ class pipeline_fn {
       out += "  bubble " + std::to_string(table.bubble());
       if constexpr (!Sched::split_backward && std::string_view(Sched::name) != "1f1b")
         out += " = (S-1)/(R M+S-1) = " + std::to_string(S - 1) + "/" + std::to_string(R * Microbatches + S - 1);
+      if constexpr (V > 1)
+        out += "\n  transfers: each F of virtual stage v < " + std::to_string(V - 1) + " sends its output (" + std::to_string(j::act_bytes) +
+               " bytes) to the device of v+1, each B of v > 0 the input's cotangent back to the device of v-1: " +
+               std::to_string(D * (V - 1) * Microbatches) + " each way per call";
       out += "\n  in flight (inputs kept, and split backwards' cotangents), per device:";
       for (std::size_t d = 0; d < S; ++d)
         out += " " + std::to_string(table.peak_on(d)) + " (" + std::to_string(table.peak_on(d, j::in_bytes, j::act_bytes)) + " bytes)";

@@ -1,6 +1,7 @@
 // expect: tessel::pipeline: 6 layers do not divide into 4 stages
 // expect: fix: choose a number of stages that divides 6, or pad the model to a multiple of 4 layers
 #include <tessel/tessel.hpp>
+#include <tessel/pipeline.hpp>
 #include "pipeline_parts.hpp"
 using namespace tessel;
 template <template <class, class> class T = tensor>

@@ -1,6 +1,7 @@
 // expect: tessel::pipeline: schedule gpipe over 4 stages and 8 microbatches keeps up to 8 activations of f32[4,16] on one device (2048 bytes), over the budget of 1024 bytes
 // expect: fix: use 1f1b (at most 4 in flight), fewer or smaller microbatches, or a larger budget
 #include <tessel/tessel.hpp>
+#include <tessel/pipeline.hpp>
 #include "pipeline_parts.hpp"
 using namespace tessel;
 int main() {

@@ -1,8 +1,7 @@
 // The pipeline fail-tests' model: 8 stacked layers of tanh(x w), a stage that applies its first layer, a
-// squared error.
+// squared error. Included after <tessel/tessel.hpp> and <tessel/pipeline.hpp>, which it does not include
+// itself: the fail-tests' precompiled tessel.hpp serves only an include of the test file's own.
 #pragma once
-#include <tessel/pipeline.hpp>
-#include <tessel/tessel.hpp>
 
 template <template <class, class> class T = tessel::tensor>
 struct layers {

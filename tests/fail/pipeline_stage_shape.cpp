@@ -1,6 +1,7 @@
 // expect: tessel::pipeline: the stage function maps f32[8,16] to f32[8,12], but its output is the next stage's input and must be of the same type
 // expect: fix: make every stage return its input's dtype and shape
 #include <tessel/tessel.hpp>
+#include <tessel/pipeline.hpp>
 #include "pipeline_parts.hpp"
 using namespace tessel;
 int main() {

@@ -1,6 +1,7 @@
 // expect: tessel::pipeline: schedule 1f1b over 4 stages needs at least 4 microbatches, and has 2
 // expect: fix: use at least 4 microbatches, or the gpipe schedule
 #include <tessel/tessel.hpp>
+#include <tessel/pipeline.hpp>
 #include "pipeline_parts.hpp"
 using namespace tessel;
 int main() {

@@ -85,6 +85,10 @@ TEST(PipelineDump, ShowsTheSchedule) {
   EXPECT_NE(text.find("  device 0  F0F1F2F3........B0B0B0B1B1B1B2B2B2B3B3B3"), std::string::npos) << text;
   EXPECT_NE(text.find("bubble 0.200000 = (S-1)/(R M+S-1) = 1/5"), std::string::npos) << text;
   EXPECT_NE(text.find("per device: 4 (2048 bytes) 4 (2048 bytes)"), std::string::npos) << text;
+  EXPECT_NE(text.find("transfers: each F of virtual stage v < 1 sends its output (512 bytes) to the device of v+1, each B of v > 0 "
+                      "the input's cotangent back to the device of v-1: 4 each way per call"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -21,6 +21,23 @@ void expect_one_process() {
   EXPECT_TRUE(same_bits(grads.b, want.b));
 }
 
+// Each process reports its own device's steps, and every device's kept bytes.
+TEST(PipelineProcesses, ReportsThisProcesssSteps) {
+  if (distributed::process_count() != 2) GTEST_SKIP() << "run under mpirun -np 2";
+  const auto p = parameters();
+  const auto x = filled<batch_t>(0.0f), t = filled<batch_t>(1.0f);
+  const auto r = pipeline<mesh<axis<"stage", 2, over_processes>>, "stage", schedules::gpipe, 4>(stage, loss).run(p, x, t);
+  const std::size_t here = distributed::process_index();
+  ASSERT_EQ(r.report.devices.size(), 2u);
+  EXPECT_EQ(r.report.devices[here].size(), 8u);  // 4 forwards, 4 backwards
+  EXPECT_TRUE(r.report.devices[1 - here].empty());
+  constexpr std::size_t act_bytes = batch / 4 * width * sizeof(float);
+  EXPECT_EQ(r.report.peak_kept_bytes[0], 4 * act_bytes);
+  EXPECT_EQ(r.report.peak_kept_bytes[1], 4 * act_bytes);
+  EXPECT_GE(r.report.bubble(), 0.0);
+  EXPECT_LT(r.report.bubble(), 1.0);
+}
+
 TEST(PipelineProcesses, StagesOverProcessesAreOneProcesss) {
   if (distributed::process_count() == 2) {
     using across = mesh<axis<"stage", 2, over_processes>>;
