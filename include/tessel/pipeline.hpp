@@ -4,7 +4,7 @@
 // gradient accumulated over the microbatches, in an order a schedule type fixes at compile time.
 //
 //   using M = tessel::mesh<tessel::axis<"stage", 4>>;              // or mesh<axis<"data", 2>, axis<"stage", 4>>
-//   auto stage = [](auto layers, auto x) { ... };                   // layers: the stage's block [L/S, ...] of params
+//   auto stage = [](auto layers, auto x) { ... };                   // layers: the stage's block [L/V, ...] of params
 //   auto loss = [](auto y, auto targets) { return tessel::mean(...); };
 //   auto step = tessel::pipeline<M, "stage", tessel::schedules::one_f_one_b, 8>(stage, loss);
 //   auto [value, grads] = step(params, x, targets);                 // params: leaves [L, ...]; grads like params
@@ -333,7 +333,7 @@ class pipeline_fn {
       out += "\n  timeline at unit costs (F 1, B " + std::to_string(pipeline_schedule::cost_of(pipeline_schedule::work::backward, table.split)) +
              (table.split ? ", W 2" : "") + "; a backward recomputes its stage's forward):\n" + pipeline_schedule::timeline(table);
       out += "  bubble " + std::to_string(table.bubble());
-      if constexpr (!Sched::split_backward && std::string_view(Sched::name) != "1f1b")
+      if constexpr (!Sched::one_forward_one_backward)
         out += " = (S-1)/(R M+S-1) = " + std::to_string(S - 1) + "/" + std::to_string(R * Microbatches + S - 1);
       if constexpr (V > 1)
         out += "\n  transfers: each F of virtual stage v < " + std::to_string(V - 1) + " sends its output (" + std::to_string(j::act_bytes) +

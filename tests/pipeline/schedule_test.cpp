@@ -46,9 +46,13 @@ void expect_valid(const T& t) {
   for (std::size_t d = 0; d < S; ++d)
     for (std::size_t i = 0; i < t.count[d]; ++i) {
       const auto& s = t.steps[d][i];
-      if (s.kind == work::forward && s.stage > 0) EXPECT_GE(s.begin, end[0][s.stage - 1][s.microbatch]);
-      if (s.kind == work::backward) EXPECT_GE(s.begin, s.stage + 1 < V ? end[1][s.stage + 1][s.microbatch] : end[0][s.stage][s.microbatch]);
-      if (s.kind == work::weight) EXPECT_GE(s.begin, end[1][s.stage][s.microbatch]);
+      if (s.kind == work::forward && s.stage > 0) {
+        EXPECT_GE(s.begin, end[0][s.stage - 1][s.microbatch]);
+      } else if (s.kind == work::backward) {
+        EXPECT_GE(s.begin, std::size_t{s.stage} + 1 < V ? end[1][s.stage + 1][s.microbatch] : end[0][s.stage][s.microbatch]);
+      } else if (s.kind == work::weight) {
+        EXPECT_GE(s.begin, end[1][s.stage][s.microbatch]);
+      }
     }
 }
 

@@ -31,7 +31,7 @@ namespace schedules {
 struct gpipe {
   static constexpr std::string_view name = "gpipe";
   static constexpr std::size_t repeats = 1, min_microbatches_per_stage = 0;
-  static constexpr bool split_backward = false;
+  static constexpr bool split_backward = false, one_forward_one_backward = false;
 };
 // Circular (MaxText's): R repeats of the S stages, virtual stage v on device v mod S; each device runs its
 // R virtual stages in turn over all microbatches, forwards then backwards. Bubble (S-1)/(R M+S-1); needs
@@ -40,14 +40,14 @@ template <std::size_t R>
 struct circular {
   static constexpr std::string_view name = "circular";
   static constexpr std::size_t repeats = R, min_microbatches_per_stage = 1;
-  static constexpr bool split_backward = false;
+  static constexpr bool split_backward = false, one_forward_one_backward = false;
 };
 // 1F1B (PipeDream-flush): S-1-s warm-up forwards on device s, then one forward and one backward in turn,
 // then the remaining backwards. GPipe's bubble, at most S microbatches in flight; needs M >= S.
 struct one_f_one_b {
   static constexpr std::string_view name = "1f1b";
   static constexpr std::size_t repeats = 1, min_microbatches_per_stage = 1;
-  static constexpr bool split_backward = false;
+  static constexpr bool split_backward = false, one_forward_one_backward = true;
 };
 // Zero bubble (after ZB-H1, Qi et al. 2023): 1F1B's forwards and input backwards, with each weight backward
 // deferred into the time the device would otherwise wait (at unit costs), and taken before a forward that
@@ -57,14 +57,19 @@ struct one_f_one_b {
 struct zero_bubble {
   static constexpr std::string_view name = "zero_bubble";
   static constexpr std::size_t repeats = 1, min_microbatches_per_stage = 1;
-  static constexpr bool split_backward = true;
+  static constexpr bool split_backward = true, one_forward_one_backward = true;
 };
 
+// What a schedule type gives: its name, its repeats (virtual stages per device), the fewest microbatches
+// per stage it needs, whether it splits the backward, and its order: every forward first, or (after S-1-s
+// warm-up forwards on device s) one forward and one backward in turn.
 template <class T>
 concept Schedule = requires {
   { T::name } -> std::convertible_to<std::string_view>;
   { T::repeats } -> std::convertible_to<std::size_t>;
+  { T::min_microbatches_per_stage } -> std::convertible_to<std::size_t>;
   { T::split_backward } -> std::convertible_to<bool>;
+  { T::one_forward_one_backward } -> std::convertible_to<bool>;
 };
 
 }  // namespace schedules
@@ -169,7 +174,7 @@ constexpr void orders(table<S, V, M>& t) {
     t.steps[d][t.count[d]++] = step{k, static_cast<std::uint16_t>(v), static_cast<std::uint16_t>(m)};
   };
   for (std::size_t d = 0; d < S; ++d) {
-    if constexpr (Sched::name == schedules::one_f_one_b::name || Sched::name == schedules::zero_bubble::name) {
+    if constexpr (Sched::one_forward_one_backward) {
       const std::size_t warm = std::min(S - d - 1, M);
       for (std::size_t m = 0; m < warm; ++m) push(d, work::forward, d, m);
       for (std::size_t i = 0; i + warm < M; ++i) push(d, work::forward, d, warm + i), push(d, work::backward, d, i);
@@ -190,6 +195,9 @@ constexpr void orders(table<S, V, M>& t) {
 // cannot start yet, or before a forward that would hold more than S-s+1 inputs, and the rest at the end.
 template <schedules::Schedule Sched, std::size_t S, std::size_t M>
 constexpr auto make() {
+  static_assert(!Sched::one_forward_one_backward || Sched::repeats == 1,
+                "tessel::pipeline_schedule: one forward and one backward in turn over several repeats (interleaved 1F1B) is not built; "
+                "fix: use circular<R> for repeats, or one_f_one_b");
   constexpr std::size_t V = S * Sched::repeats;
   table<S, V, M> t;
   t.split = Sched::split_backward;
