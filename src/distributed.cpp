@@ -203,11 +203,11 @@ void send(std::uint64_t program, std::size_t peer, std::uint64_t tag, const void
   MPI_Isend(p.buffer.data(), static_cast<int>(24 + bytes), MPI_BYTE, static_cast<int>(peer), message_tag(tag), run_state().comm, &p.request);
 }
 
-void receive(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* data, std::size_t bytes) {
+void receive(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* data, std::size_t bytes, const char* what_it_is) {
   std::vector<std::uint64_t> buffer(3 + (bytes + 7) / 8);
   MPI_Request request;
   MPI_Irecv(buffer.data(), static_cast<int>(24 + bytes), MPI_BYTE, static_cast<int>(peer), message_tag(tag), run_state().comm, &request);
-  const std::string what = "pipeline transfer " + std::to_string(tag) + " from process " + std::to_string(peer);
+  const std::string what = std::string(what_it_is) + " (transfer " + std::to_string(tag) + ") from process " + std::to_string(peer);
   if (!wait_until_deadline(&request, 1))
     fail(what + " waited " + std::to_string(run_state().timeout_seconds) + " s: process " + std::to_string(peer) +
          " has died, stopped or stalled; ending the run");

@@ -558,7 +558,9 @@ class pipeline_fn {
     std::optional<act> receive(std::vector<std::optional<act>>& box, std::size_t at, std::size_t device, std::size_t from, const char* what) {
       if (remote(from)) {  // the transport waits, with the run's deadline, and ends the run on a failure
         std::vector<std::byte> bytes(job::act_bytes);
-        kernels::processes().receive(program, from, tag(box, at), bytes.data(), job::act_bytes);
+        const std::string text = std::string("tessel::pipeline: ") + what + " of microbatch " + std::to_string(at % Microbatches) +
+                                 " for device " + std::to_string(device);
+        kernels::processes().receive(program, from, tag(box, at), bytes.data(), job::act_bytes, text.c_str());
         act value = tree::build<act>([](auto leaf) { return typename decltype(leaf)::type(uninitialized); });
         pipeline_detail::unpack(bytes.data(), value);
         return value;

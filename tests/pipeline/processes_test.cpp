@@ -1,7 +1,12 @@
 // A pipeline whose stage axis spans processes (mpirun -np 2 or 4, one stage each): loss and gradients
 // bit for bit those of the same mesh run as threads of one process, for 1F1B, zero bubble and circular
-// schedules, and with a data axis over processes too (4 processes: data 2 x stage 2).
+// schedules, and with a data axis over processes too (4 processes: data 2 x stage 2); a process that stops
+// answering ends the run with a message, not a hang (--stall).
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "model.hpp"
 #include "tessel/distributed.hpp"
@@ -57,8 +62,23 @@ TEST(PipelineProcesses, StagesOverProcessesAreOneProcesss) {
 
 }  // namespace
 
+// --stall: process 1 never runs its stage; process 0 waits for its first cotangent at most 3 s, then ends
+// the run with a message naming the transfer and the process.
+int stall() {
+  if (distributed::process_index() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  const auto p = parameters();
+  const auto x = filled<batch_t>(0.0f), t = filled<batch_t>(1.0f);
+  pipeline<mesh<axis<"stage", 2, over_processes>>, "stage", schedules::one_f_one_b, 4>(stage, loss)(p, x, t);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  const bool stalling = argc > 1 && std::string(argv[1]) == "--stall";
+  distributed::init(argc, argv, {.timeout_seconds = stalling ? 3.0 : 60.0});
+  if (stalling) return stall();
   testing::InitGoogleTest(&argc, argv);
-  distributed::init(argc, argv, {.timeout_seconds = 60});
   return RUN_ALL_TESTS();
 }

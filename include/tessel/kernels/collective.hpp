@@ -35,7 +35,8 @@ namespace tessel::kernels {
 // And between two processes only (a pipeline's neighbouring stages, pipeline.hpp), each made by the one
 // thread that runs the process's device: send copies `bytes` for process `peer` and returns at once;
 // receive waits for the message of the same `tag` from `peer` (messages of other tags may arrive first)
-// and checks its program and size; flush waits until every send has been delivered.
+// and checks its program and size (`what` names the message in an error); flush waits until every send
+// has been delivered.
 struct process_transport {
   std::size_t index = 0, count = 1;
   void (*all_gather)(std::uint64_t program, const void* send, std::size_t bytes, void* received) = nullptr;
@@ -43,7 +44,7 @@ struct process_transport {
                    const std::size_t* received_sizes, const std::size_t* received_offsets) = nullptr;
   void (*gather_blocks)(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) = nullptr;
   void (*send)(std::uint64_t program, std::size_t peer, std::uint64_t tag, const void* data, std::size_t bytes) = nullptr;
-  void (*receive)(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* data, std::size_t bytes) = nullptr;
+  void (*receive)(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* data, std::size_t bytes, const char* what) = nullptr;
   void (*flush)() = nullptr;
 };
 void install_process_transport(const process_transport& transport);
