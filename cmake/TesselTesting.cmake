@@ -1,5 +1,5 @@
 # Helpers that register tessel's tests with CTest, each under one capability label:
-# core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle.
+# core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export pipeline.
 include(GoogleTest)
 
 set(TESSEL_TEST_LABELS core fail headers fusion backend grad vmap scan random nn optim data checkpoint profile example shard oracle export pipeline)
@@ -29,6 +29,18 @@ function(tessel_add_judged_test name label)
 [ -n \"$TESSEL_REQUIRE_JUDGES\" ] && exit 1; exit 77")
   endif()
   set_tests_properties(${name} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77 TIMEOUT 900)
+endfunction()
+
+# tessel_add_mpi_test(<name> LABEL <label> PROCESSES <n> TIMEOUT <seconds> TARGET <executable> [ARGS <args...>])
+# The executable under mpirun -n <n> (oversubscribed: more processes than cores), with the environment
+# every mpirun test needs (TESSEL_MPI_ENVIRONMENT) and 2 of ctest's processors.
+function(tessel_add_mpi_test name)
+  cmake_parse_arguments(arg "" "LABEL;PROCESSES;TIMEOUT;TARGET" "ARGS" ${ARGN})
+  add_test(NAME ${name}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_PROCESSES} --oversubscribe ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${arg_TARGET}> ${arg_ARGS} ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(${name} PROPERTIES LABELS ${arg_LABEL} TIMEOUT ${arg_TIMEOUT} PROCESSORS 2
+                       ENVIRONMENT "${TESSEL_MPI_ENVIRONMENT}")
 endfunction()
 
 # tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY] [KERNELS])
