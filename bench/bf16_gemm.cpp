@@ -1,10 +1,11 @@
 // bf16 GEMM C = A B (bf16 operands and result, f32 accumulation), square N x N, against oneDNN's bf16
 // matmul (dnnl::matmul, bf16 src/weights/dst) and against the measured vdpbf16ps peak (bf16_peak.cpp),
-// each ratio from the same run (race.hpp). Two threads: jit runs on the host pool, one thread per
-// hardware thread. The f32 FMA peak is reported too: tessel multiplies bf16 x bf16 with vdpbf16ps or
-// widens it to f32 while packing, whichever it measured faster on the running CPU (on a Xeon with AMX
-// vdpbf16ps runs at half the f32 FMA rate, on an AMD EPYC Zen 4 at twice it); TESSEL_BF16_PRODUCTS=
-// widened or dpbf16 forces one.
+// each ratio from the same run (race.hpp), and where the CPU has AMX against the tile unit's peak too.
+// Two threads: jit runs on the host pool, one thread per hardware thread. The f32 FMA peak is reported
+// too: tessel multiplies bf16 x bf16 on the AMX tiles, with vdpbf16ps or widened to f32 while packing,
+// whichever it measured faster on the running CPU (on a Xeon with AMX vdpbf16ps runs at half the f32 FMA
+// rate, on an AMD EPYC Zen 4 at twice it); TESSEL_BF16_PRODUCTS=widened, dpbf16 or amx forces one. The
+// label names the path taken.
 #include <benchmark/benchmark.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -19,6 +20,8 @@
 #include <tessel/ops.hpp>
 #include <tessel/tessel.hpp>
 #include <tessel/jit.hpp>
+#include <tessel/kernels/gemm.hpp>
+#include <tessel/kernels/machine.hpp>
 
 #include "race.hpp"
 
@@ -89,14 +92,21 @@ void bf16_gemm(benchmark::State& state) {
     if (most > 2e-2) state.SkipWithError("tessel and oneDNN disagree");
   }
   const int reps = tessel_bench::reps_for(tessel_bench::time_once(ours));
-  race r(4);
+  const bool tiles = tessel::kernels::this_machine().amx_bf16;
+  race r(5);
   for (auto _ : state) {
     state.SetIterationTime(r.run(0, ours, reps));
     r.run(1, peer, reps);
     r.run_settled(2, [&] { tessel_bench::dpbf16_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
     r.run_settled(3, [&] { tessel_bench::fma_f32_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
+    if (tiles) r.run_settled(4, [&] { tessel_bench::amx_loop(static_cast<std::uint64_t>(peak_flops), threads); }, 1, peak_flops / flops);
   }
-  state.SetLabel("onednn: " + peer.implementation);  // the ISA oneDNN chose (AMX would say amx)
+  // The path tessel's bf16 products took and the ISA oneDNN chose (AMX would say amx).
+  state.SetLabel(std::string("tessel: ") + tessel::kernels::hwy_gemm_bf16_path() + ", onednn: " + peer.implementation);
+  if (tiles) {
+    state.counters["of_amx_peak"] = r.speedup(0, 4);
+    state.counters["onednn_of_amx_peak"] = r.speedup(1, 4);
+  }
   state.counters["GFLOPs"] = flops / r.best(0) / 1e9;
   state.counters["vs_onednn_bf16"] = r.speedup(0, 1);
   state.counters["of_bf16_peak"] = r.speedup(0, 2);

@@ -1,8 +1,13 @@
-// The bf16 dot-product peak: independent chains of vdpbf16ps on zmm registers (each does 32 bf16
-// products summed pairwise into 16 f32 lanes: 64 flops). Built with -mavx512bf16 (this file only).
+// The bf16 dot-product peaks: independent chains of vdpbf16ps on zmm registers (each does 32 bf16
+// products summed pairwise into 16 f32 lanes: 64 flops), built with -mavx512bf16 (this file only); and
+// where the CPU has AMX, the tile unit's tdpbf16ps on four independent accumulators.
 #include <immintrin.h>
 
 #include <cstdint>
+#include <vector>
+
+#include <tessel/kernels/amx.hpp>
+#include <tessel/kernels/machine.hpp>
 
 #include "race.hpp"
 
@@ -23,7 +28,40 @@ void dpbf16_chains(std::uint64_t iterations, float* sink) {
   _mm512_storeu_ps(sink, s);  // 16 floats
 }
 
+#if defined(__x86_64__)
+void tile_chains(std::uint64_t iterations, float* sink) {
+  namespace amx = tessel::kernels::amx;
+  std::vector<std::uint32_t> operands(amx::tile_size, 0x3c003c00u);  // pairs of bf16 1/128
+  tessel::kernels::amx::hardware_tiles unit(amx::block_config());
+  unit.zero<amx::c00>(), unit.zero<amx::c01>(), unit.zero<amx::c10>(), unit.zero<amx::c11>();
+  unit.load<amx::a0>(operands.data(), 64), unit.load<amx::a1>(operands.data(), 64);
+  unit.load<amx::b0>(operands.data(), 64), unit.load<amx::b1>(operands.data(), 64);
+  for (std::uint64_t it = 0; it < iterations; ++it) {
+    unit.dpbf16<amx::c00, amx::a0, amx::b0>();
+    unit.dpbf16<amx::c01, amx::a0, amx::b1>();
+    unit.dpbf16<amx::c10, amx::a1, amx::b0>();
+    unit.dpbf16<amx::c11, amx::a1, amx::b1>();
+  }
+  std::vector<float> c(amx::tile_size);
+  unit.store<amx::c00>(c.data(), 64);
+  *sink = c[0];
+}
+#endif
+
 }  // namespace
+
+bool amx_loop(std::uint64_t flops, std::size_t threads) {
+#if defined(__x86_64__)
+  if (!tessel::kernels::this_machine().amx_bf16) return false;
+  constexpr std::uint64_t flops_per_iteration = 4 * 16 * 16 * 32 * 2;
+  static float sink[64];
+  split(threads, threads, [&](std::size_t first, std::size_t) { tile_chains(flops / threads / flops_per_iteration + 1, &sink[first]); });
+  return true;
+#else
+  (void)flops, (void)threads;
+  return false;
+#endif
+}
 
 void dpbf16_loop(std::uint64_t flops, std::size_t threads) {
   constexpr std::uint64_t flops_per_iteration = 16 * 64;

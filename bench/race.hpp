@@ -109,5 +109,8 @@ void split(std::size_t threads, std::size_t n, F&& body) {
 // over `threads` threads and returns nothing; time it to get the peak.
 void fma_f32_loop(std::uint64_t flops, std::size_t threads);     // vfmadd231ps zmm: 32 flops each
 void dpbf16_loop(std::uint64_t flops, std::size_t threads);      // vdpbf16ps zmm: 64 flops each
+// tdpbf16ps on four accumulator tiles (16 x 16 x 32: 16384 flops each), where machine::amx_bf16; false
+// (nothing run) elsewhere.
+bool amx_loop(std::uint64_t flops, std::size_t threads);
 
 }  // namespace tessel_bench

@@ -1,6 +1,7 @@
 #pragma once
 // What jit makes of a function, as text (like XLA's --xla_dump_to): dump(f, args...) prints the host plan
-// (plan/dump.hpp) and the blocks it runs as on this machine, dump<Target>(f, args...) the same program laid out on a target, checked at compile
+// (plan/dump.hpp), the blocks it runs as on this machine and the GEMM's path there (its instruction set,
+// and AMX tiles, vdpbf16ps or widening for bf16 x bf16), dump<Target>(f, args...) the same program laid out on a target, checked at compile
 // time (plan/target_view.hpp). The argument values are not used, only their types.
 //
 //   std::cout << tessel::dump(f, x, w, b);
@@ -11,6 +12,7 @@
 #include <string_view>
 
 #include "tessel/jit.hpp"
+#include "tessel/kernels/gemm.hpp"
 #include "tessel/plan/dump.hpp"
 #include "tessel/plan/target_view.hpp"
 #include "tessel/prim/family/collective.hpp"
@@ -24,7 +26,8 @@ namespace tessel {
 template <class F, class... A>
 std::string dump(F f, const A&...) {
   using t = typename decltype(jit(f))::template traced_for<A...>;
-  return dump(t::plan) + plan::blocks_text(t::plan, targets::this_host());
+  return dump(t::plan) + plan::blocks_text(t::plan, targets::this_host()) + "GEMM on this machine: Highway " +
+         kernels::hwy_gemm_target() + ", bf16 x bf16 products: " + kernels::hwy_gemm_bf16_path() + "\n";
 }
 
 // The same, laid out on Target (a compile error if a kernel cannot fit its VMEM).

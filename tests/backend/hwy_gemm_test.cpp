@@ -218,7 +218,8 @@ void check_packed_against_blocked(const char* path, const shape3& s, std::size_t
   const packed_b_layout layout = hwy_gemm_packed_b_layout(a.view, b.view, s.n, s.k, blocks);
   ASSERT_GT(layout.nr, 0u);  // this target's NR (blocking_of() keeps the best target's)
   ASSERT_EQ(layout.panels, (s.n + layout.nr - 1) / layout.nr);
-  EXPECT_EQ(layout.pairs, a.view.bf16 && b.view.bf16 && hwy_gemm_uses_dpbf16());
+  EXPECT_EQ(layout.pairs, a.view.bf16 && b.view.bf16 && (hwy_gemm_uses_dpbf16() || hwy_gemm_uses_amx()));
+  EXPECT_EQ(layout.tiles, a.view.bf16 && b.view.bf16 && hwy_gemm_uses_amx());
   const std::size_t words = layout.floats();
   float* packed = static_cast<float*>(::operator new((words + 1) * sizeof(float), std::align_val_t{64}));
   packed[words] = 4321.0f;  // a word past the layout must stay untouched

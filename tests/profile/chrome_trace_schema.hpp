@@ -52,6 +52,9 @@ inline std::string event_problem(const json::value& e) {
     if (name->text == "process_name" || name->text == "thread_name") {
       const json::value* n = args->find("name");
       if (!n || n->type != json::kind::string) return at("M " + name->text + " without a string args.name");
+    } else if (name->text == "process_labels") {
+      const json::value* n = args->find("labels");
+      if (!n || n->type != json::kind::string) return at("M process_labels without a string args.labels");
     } else if (name->text == "process_sort_index" || name->text == "thread_sort_index") {
       const json::value* n = args->find("sort_index");
       if (!n || n->type != json::kind::number) return at("M " + name->text + " without a numeric args.sort_index");

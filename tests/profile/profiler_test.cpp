@@ -20,6 +20,7 @@
 #include "tessel/io/json.hpp"
 #include "tessel/profile/profiler.hpp"
 #include "tessel/io/chrome_trace.hpp"
+#include "tessel/kernels/gemm.hpp"
 #include "chrome_trace_schema.hpp"
 
 namespace {
@@ -84,8 +85,11 @@ TEST_F(Profiler, DisabledRecordsNothing) {
     tp::mark_warmup_end();
   }
   const auto events = parse_trace(tp::chrome_trace_json());
-  ASSERT_EQ(events.size(), 1u);  // the process name alone
+  ASSERT_EQ(events.size(), 2u);  // the process's name and labels alone
   EXPECT_EQ(events[0].find("name")->text, "process_name");
+  EXPECT_EQ(events[1].find("name")->text, "process_labels");
+  EXPECT_NE(events[1].find("args")->find("labels")->text.find(std::string("bf16 x bf16 products: ") + tessel::kernels::hwy_gemm_bf16_path()),
+            std::string::npos);
   const tp::summary s = tp::summarize();
   EXPECT_EQ(s.events, 0u);
   EXPECT_EQ(s.steps, 0u);

@@ -18,6 +18,7 @@
 
 #include "tessel/io/atomic_file.hpp"
 #include "tessel/io/json.hpp"
+#include "tessel/kernels/gemm.hpp"
 #include "tessel/profile/profiler.hpp"
 
 namespace tessel::profile {
@@ -102,6 +103,12 @@ std::string chrome_trace_json() {
   std::string out = "{\"traceEvents\":[";
   out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
          ",\"tid\":0,\"args\":{\"name\":\"tessel\"}}";
+  // The process's labels name the GEMM's instruction set and the path bf16 x bf16 products take here
+  // (AMX tiles, vdpbf16ps or widened to f32), which a trace's timings depend on.
+  out += ",{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":0,\"args\":{\"labels\":";
+  detail::append_string(out, std::string("GEMM: Highway ") + kernels::hwy_gemm_target() + ", bf16 x bf16 products: " +
+                                 kernels::hwy_gemm_bf16_path());
+  out += "}}";
   std::lock_guard lock(s.buffers_mutex);
   for (const auto& b : s.buffers) {
     std::lock_guard buffer_lock(b->mutex);

@@ -18,7 +18,8 @@
 // aligned to 64 bytes, one per concurrent call (gemm_reference ignores it). Error: with u = 2^-24,
 // |C - AB| <= 2 k u sum_p |A[i,p] B[p,j]| for the f32 kernels (f32 FMA accumulation of exact products of the
 // f32 or widened-bf16 inputs); the vdpbf16ps path has the same bound, except that it treats bf16 inputs below
-// 2^-126 in magnitude as zero and flushes f32 results below 2^-126 to zero (DAZ/FTZ, as the instruction does).
+// 2^-126 in magnitude as zero and flushes f32 results below 2^-126 to zero (DAZ/FTZ, as the instruction does),
+// and so does the AMX path (tdpbf16ps), which adds each product into C as it goes.
 //
 //   std::vector<float> scratch(gemm_scratch_floats());   // 64-byte aligned in real use
 //   float c[2 * 3];
@@ -72,10 +73,14 @@ enum class bf16_products {
              // first bf16 GEMM (vdpbf16ps must win by 15%)
   widened,   // widened to f32 while packing, multiplied with f32 FMA
   dpbf16,    // vdpbf16ps on pairs along K, where the CPU has AVX512_BF16 (elsewhere widened)
+  amx,       // the AMX tile unit's tdpbf16ps (kernels/amx.hpp), where the CPU and the OS allow it (elsewhere
+             // measured between the other two)
 };
 
 // Sets how bf16 x bf16 is multiplied, process-wide; returns the previous setting. The environment
-// variable TESSEL_BF16_PRODUCTS (measured, widened or dpbf16) sets it before the first call.
+// variable TESSEL_BF16_PRODUCTS (measured, widened, dpbf16 or amx) sets it before the first call. Under
+// `measured` a CPU with AMX times the tile unit against the better vector path at the first bf16 GEMM
+// (the tiles must win by 15%).
 bf16_products hwy_gemm_set_bf16_products(bf16_products how);
 // The setting now.
 bf16_products hwy_gemm_bf16_products();
@@ -83,6 +88,13 @@ bf16_products hwy_gemm_bf16_products();
 // Whether hwy_gemm_rows multiplies bf16 x bf16 with vdpbf16ps now (AVX-512 target, AVX512_BF16 CPU, and
 // chosen or measured faster). The first call under `measured` runs the timing.
 bool hwy_gemm_uses_dpbf16();
+
+// Whether hwy_gemm_rows multiplies bf16 x bf16 on the AMX tile unit now (machine::amx_bf16, and chosen or
+// measured faster). The first call under `measured` on such a CPU runs the timing.
+bool hwy_gemm_uses_amx();
+
+// The path bf16 x bf16 products take now: "amx", "vdpbf16ps" or "widened" (dump and the trace name it).
+const char* hwy_gemm_bf16_path();
 
 enum class gemm_kernel {
   scalar,  // gemm_reference
@@ -122,6 +134,7 @@ struct packed_b_layout {
   std::size_t panels = 0;        // ceil(n / NR); 0 where the running CPU's kernel has no packed form
   std::size_t panel_floats = 0;  // 32-bit words per panel (f32, or bf16 pairs)
   bool pairs = false;            // bf16 pairs along K for vdpbf16ps (hwy_gemm_uses_dpbf16), else f32
+  bool tiles = false;            // bf16 pairs in AMX tiles (hwy_gemm_uses_amx; kernels/amx.hpp's layout)
   std::size_t floats() const { return panels * panel_floats; }
 };
 

@@ -19,7 +19,11 @@
 //                         into C (C = on the first K block, C += after)
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <memory>
+#include <new>
+#include <vector>
 
 #include "tessel/kernels/gemm.hpp"
 
@@ -68,6 +72,37 @@ void gemm_nest(const Atom& atom, const matrix_view& a, const matrix_view& b, std
       }
     }
   }
+}
+
+// Whether `challenger` multiplies bf16 by bf16 at least 15% faster than `incumbent` on this CPU: how a
+// path of the bf16 products is chosen by measurement, so that a CPU where two paths are close keeps the
+// incumbent. Both multiply one block, an m x k A by a k x n B (the operands in cache), twice per round,
+// best of seven alternating rounds (a millisecond or two); each is called as f(a, b, c, scratch), with
+// scratch_floats floats of scratch.
+template <class Incumbent, class Challenger>
+bool bf16_path_outruns(std::size_t m, std::size_t n, std::size_t k, std::size_t scratch_floats, Incumbent&& incumbent,
+                       Challenger&& challenger) {
+  std::vector<bfloat16> a(m * k), b(k * n);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = bfloat16(1.0f + static_cast<float>(i % 7) / 8.0f);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = bfloat16(0.5f - static_cast<float>(i % 5) / 16.0f);
+  std::vector<float> c(m * n);
+  struct aligned_delete {
+    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  const std::unique_ptr<float, aligned_delete> held(static_cast<float*>(::operator new(scratch_floats * sizeof(float), std::align_val_t{64})));
+  float* scratch = held.get();
+  const matrix_view av{a.data(), k, 1, true}, bv{b.data(), n, 1, true};
+  auto seconds = [&](auto& path) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < 2; ++rep) path(av, bv, c.data(), scratch);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double incumbent_best = 1e30, challenger_best = 1e30;
+  for (int round = 0; round < 7; ++round) {
+    incumbent_best = std::min(incumbent_best, seconds(incumbent));
+    challenger_best = std::min(challenger_best, seconds(challenger));
+  }
+  return incumbent_best > 1.15 * challenger_best;
 }
 
 }  // namespace tessel::kernels::detail

@@ -669,33 +669,17 @@ inline gemm_blocking blocking_target() {
 // the two are close keeps the f32 path (whose rounding does not depend on the CPU's bf16 unit).
 inline bool dpbf16_outruns_widening() {
   constexpr std::size_t m = blocking::mc, n = 4 * blocking::nr, k = 512;
-  std::unique_ptr<bfloat16[]> a(new bfloat16[m * k]), b(new bfloat16[k * n]);
-  for (std::size_t i = 0; i < m * k; ++i) a[i] = bfloat16(1.0f + static_cast<float>(i % 7) / 8.0f);
-  for (std::size_t i = 0; i < k * n; ++i) b[i] = bfloat16(0.5f - static_cast<float>(i % 5) / 16.0f);
-  struct aligned_delete {
-    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
-  };
-  const std::unique_ptr<float, aligned_delete> scratch(
-      static_cast<float*>(::operator new(detail::scratch_floats * sizeof(float), std::align_val_t{64})));
-  std::unique_ptr<float[]> c(new float[m * n]);
-  const matrix_view av{a.get(), k, 1, true}, bv{b.get(), n, 1, true};
   const gemm_blocking own = blocking_target();
   gemm_blocking pairs = own;
   pairs.kc = 2 * blocking::kc;
-  auto seconds = [&](bool dpbf16) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int rep = 0; rep < 2; ++rep) {
-      if (dpbf16) detail::gemm_nest(dpbf16_atom(scratch.get()), av, bv, 0, m, n, k, c.get(), n, pairs);
-      else detail::gemm_nest(f32_atom(scratch.get()), av, bv, 0, m, n, k, c.get(), n, own);
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  double widened = 1e30, dpbf16 = 1e30;
-  for (int round = 0; round < 7; ++round) {
-    widened = std::min(widened, seconds(false));
-    dpbf16 = std::min(dpbf16, seconds(true));
-  }
-  return widened > 1.15 * dpbf16;
+  return detail::bf16_path_outruns(
+      m, n, k, detail::scratch_floats,
+      [&](const matrix_view& a, const matrix_view& b, float* c, float* scratch) {
+        detail::gemm_nest(f32_atom(scratch), a, b, 0, m, n, k, c, n, own);
+      },
+      [&](const matrix_view& a, const matrix_view& b, float* c, float* scratch) {
+        detail::gemm_nest(dpbf16_atom(scratch), a, b, 0, m, n, k, c, n, pairs);
+      });
 }
 #endif
 

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <cstddef>
 #include <cstdlib>
@@ -35,6 +36,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -42,10 +44,14 @@
 #if defined(__linux__)
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
 #endif
 
 #include "tessel/core/tensor.hpp"
+#include "tessel/kernels/amx-inl.hpp"  // the AMX path: detection, selection, the tile unit's entry
 #include "tessel/kernels/collective.hpp"
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/kernels/gemm_xsimd-inl.hpp"
@@ -119,6 +125,7 @@ void gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::
 
 void hwy_gemm_rows(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                    std::size_t k, float* c, std::size_t ldc, float* scratch) {
+  if (amx_detail::takes_amx(a, b)) return amx_detail::multiply(a, b, m0, m1, n, k, c, ldc, scratch, amx_detail::own_blocking());
   hwy_detail::dispatch_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch, {.kc = 0});
 }
 
@@ -141,6 +148,7 @@ void gemm_rows_blocked(const matrix_view& a, const matrix_view& b, std::size_t m
 void hwy_gemm_rows_blocked(const matrix_view& a, const matrix_view& b, std::size_t m0, std::size_t m1, std::size_t n,
                            std::size_t k, float* c, std::size_t ldc, float* scratch, const gemm_blocking& blocks) {
   check_blocks("hwy_gemm_rows", blocks, blocking_of(gemm_kernel::hwy));
+  if (amx_detail::takes_amx(a, b)) return amx_detail::multiply(a, b, m0, m1, n, k, c, ldc, scratch, blocks);
   hwy_detail::dispatch_gemm_rows(a, b, m0, m1, n, k, c, ldc, scratch, blocks);
 }
 
@@ -174,6 +182,8 @@ gemm_blocked_fn select_blocked_gemm(gemm_kernel which) { return engine_of(which)
 packed_b_layout hwy_gemm_packed_b_layout(const matrix_view& a, const matrix_view& b, std::size_t n, std::size_t k,
                                          const gemm_blocking& blocks) {
   check_blocks("hwy_gemm_packed_b_layout", blocks, blocking_of(gemm_kernel::hwy));
+  if (amx_detail::takes_amx(a, b))
+    return {.nr = amx::nr, .panels = (n + amx::nr - 1) / amx::nr, .panel_floats = amx::panel_words(k, blocks.kc), .pairs = true, .tiles = true};
   return hwy_detail::dispatch_packed_layout(a, b, n, k, blocks);
 }
 
@@ -187,6 +197,7 @@ void hwy_gemm_pack_b(const matrix_view& b, std::size_t n, std::size_t k, const g
   if (first > last || last > layout.panels)
     throw std::invalid_argument("tessel::kernels::hwy_gemm_pack_b: panels [" + std::to_string(first) + ", " +
                                 std::to_string(last) + ") are not within the layout's " + std::to_string(layout.panels));
+  if (layout.tiles) return amx::pack_b_whole(b, n, k, blocks.kc, first, last, reinterpret_cast<std::uint32_t*>(out));
   hwy_detail::dispatch_pack_b(b, n, k, blocks, layout, first, last, out);
 }
 
@@ -194,6 +205,12 @@ void hwy_gemm_rows_packed(const matrix_view& a, const float* packed, const packe
                           std::size_t m1, std::size_t n, std::size_t k, float* c, std::size_t ldc, float* scratch,
                           const gemm_blocking& blocks) {
   check_blocks("hwy_gemm_rows_packed", blocks, blocking_of(gemm_kernel::hwy));
+  if (layout.tiles) {
+    gemm_blocking use = blocks;  // whole panels, so that every NC block starts at one
+    use.nc = std::max(amx::nr, blocks.nc / amx::nr * amx::nr);
+    return amx_detail::multiply(a, matrix_view{nullptr, 0, 0, true}, m0, m1, n, k, c, ldc, scratch, use, reinterpret_cast<const std::uint32_t*>(packed),
+                        layout.panel_floats);
+  }
   hwy_detail::dispatch_gemm_rows_packed(a, packed, layout, m0, m1, n, k, c, ldc, scratch, blocks);
 }
 
@@ -213,6 +230,20 @@ const char* hwy_gemm_target() { return hwy_detail::dispatch_target_name(); }
 
 bool hwy_gemm_uses_dpbf16() { return hwy_detail::dispatch_uses_dpbf16(); }
 
+bool hwy_gemm_uses_amx() {
+  if (!this_machine().amx_bf16) return false;
+  switch (hwy_gemm_bf16_products()) {
+    case bf16_products::widened:
+    case bf16_products::dpbf16: return false;
+    case bf16_products::amx: return true;
+    case bf16_products::measured: break;
+  }
+  static const bool faster = amx_detail::outruns_vectors(&hwy_detail::dispatch_gemm_rows);  // once, in the first caller
+  return faster;
+}
+
+const char* hwy_gemm_bf16_path() { return hwy_gemm_uses_amx() ? "amx" : hwy_gemm_uses_dpbf16() ? "vdpbf16ps" : "widened"; }
+
 namespace {
 // How bf16 x bf16 products are multiplied; the default comes from TESSEL_BF16_PRODUCTS (measured, widened
 // or dpbf16), else measured. vdpbf16ps runs at half the f32 FMA's flop rate on a Xeon with AMX (widening
@@ -223,8 +254,9 @@ bf16_products bf16_products_from_environment() {
   if (v == nullptr || *v == '\0' || std::strcmp(v, "measured") == 0) return bf16_products::measured;
   if (std::strcmp(v, "widened") == 0) return bf16_products::widened;
   if (std::strcmp(v, "dpbf16") == 0) return bf16_products::dpbf16;
+  if (std::strcmp(v, "amx") == 0) return bf16_products::amx;
   std::fprintf(stderr,
-               "tessel: TESSEL_BF16_PRODUCTS=%s is not one of measured, widened, dpbf16; bf16 GEMMs use the measured "
+               "tessel: TESSEL_BF16_PRODUCTS=%s is not one of measured, widened, dpbf16, amx; bf16 GEMMs use the measured "
                "choice\n",
                v);
   return bf16_products::measured;
@@ -239,6 +271,7 @@ std::atomic<bf16_products>& bf16_products_setting() {
 bf16_products hwy_gemm_set_bf16_products(bf16_products how) { return bf16_products_setting().exchange(how); }
 
 bf16_products hwy_gemm_bf16_products() { return bf16_products_setting().load(std::memory_order_relaxed); }
+
 
 gemm_rows_fn select_gemm(gemm_kernel which) { return engine_of(which).rows; }
 
@@ -327,6 +360,7 @@ machine read_machine() {
   m.simd_target = hwy_gemm_target();
   m.vector_bytes = m.gemm.nr / 2 * 4;  // the GEMM's NR is two vectors of f32
   m.avx512_bf16 = cpu_has_avx512_bf16();
+  m.amx_bf16 = amx_detail::amx_bf16_usable();
   return m;
 }
 
@@ -511,6 +545,7 @@ void add_build(fingerprint& f) {
   static const std::int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
   f.add(static_cast<std::uint64_t>(targets & -targets));
   f.add(static_cast<std::uint64_t>(hwy_gemm_bf16_products()));
+  f.add(static_cast<std::uint64_t>(this_machine().amx_bf16));  // the tile unit rounds its sums as it adds them
   f.add(static_cast<std::uint64_t>(forced_math_path()));
 }
 

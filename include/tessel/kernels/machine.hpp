@@ -28,6 +28,10 @@ struct machine {
   // carries its own target attribute and runs only where this holds; the OS enables the AVX-512 state
   // whenever Highway picked an AVX3 target.
   bool avx512_bf16 = false;
+  // The AMX tile unit with bf16 (CPUID leaf 7 EDX bits 22 and 24), its state enabled by the OS (XCR0 bits
+  // 17 and 18) and, on Linux, granted to this process (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here; a
+  // refusal leaves this false with one line on stderr).
+  bool amx_bf16 = false;
 };
 
 // Reads the machine (sysfs, or sysconf where sysfs is absent).
