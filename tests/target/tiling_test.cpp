@@ -80,6 +80,31 @@ constexpr block_plan mm_square = plan_blocks(targets::host, tiling::matmul_kerne
 static_assert(mm_square.ok() && mm_square.grid.d[0] * mm_square.grid.d[1] % 2 == 0 && mm_square.blocks[0].block[0] % 12 == 0);
 static_assert(tiling::detail::grid_balance(1, 256, mm_square.blocks[0].block[0], 256, mm_square.blocks[1].block[1], 2) == 1.0);
 
+// On a host whose bf16 products take AMX tiles, a bf16 x bf16 product's blocks are whole tiles (rows and K
+// in 32s); an f32 product keeps the vector kernel's 12 rows, and a host without the unit plans bf16 as f32.
+constexpr tessel::target amx_host = tessel::targets::host_of([] {
+  tessel::kernels::machine m;
+  m.threads = 2;
+  m.l2_bytes = 2u << 20;
+  m.vector_bytes = 64;
+  m.gemm = {.mr = 12, .nr = 32, .kc = 512, .mc = 96, .nc = 960};
+  m.amx_bf16 = true;
+  return m;
+}());
+static_assert(amx_host.bf16_mxu_rows == 32 && amx_host.bf16_mxu_k == 32);
+constexpr auto odd_bf16 = tiling::matmul_kernel(make_name("odd"), 200, 256, 1000, dtype_code::bf16, dtype_code::bf16, dtype_code::bf16);
+constexpr block_plan odd_on_tiles = plan_blocks(amx_host, odd_bf16);
+static_assert(odd_on_tiles.ok() && odd_on_tiles.blocks[0].block[0] % 32 == 0 && odd_on_tiles.blocks[0].block[1] % 32 == 0);
+constexpr block_plan odd_f32_beside_tiles =
+    plan_blocks(amx_host, tiling::matmul_kernel(make_name("odd"), 200, 256, 1000, dtype_code::f32, dtype_code::f32, dtype_code::f32));
+static_assert(odd_f32_beside_tiles.ok() && odd_f32_beside_tiles.blocks[0].block[0] % 12 == 0 && odd_f32_beside_tiles.blocks[0].block[0] % 32 != 0);
+constexpr tessel::target vector_host = [] {
+  tessel::target t = amx_host;
+  t.bf16_mxu_rows = t.bf16_mxu_k = 0;
+  return t;
+}();
+static_assert(plan_blocks(vector_host, odd_bf16).blocks[0].block[0] % 32 != 0);
+
 // A short K under an epilogue that reads operands keeps N whole: in blocks narrower than C the epilogue
 // runs row by row, and a row of 128 x 10 by 10 x 256 costs less to compute than one call of it. With a
 // bias the product is two blocks of whole rows (72 and 56); without one it is cut 2 x 2 for balance.

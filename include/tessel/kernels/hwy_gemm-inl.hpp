@@ -690,7 +690,8 @@ inline bool uses_dpbf16() {
   switch (hwy_gemm_bf16_products()) {
     case bf16_products::widened: return false;
     case bf16_products::dpbf16: return true;
-    case bf16_products::measured: break;
+    case bf16_products::measured:
+    case bf16_products::amx: break;  // amx, where the tiles are not allowed (hwy_gemm_uses_amx): measured
   }
   static const bool faster = dpbf16_outruns_widening();  // once per target, in the first caller
   return faster;

@@ -146,7 +146,9 @@ template <class P>
 std::string blocks_text(const P& p, const target& t) {
   std::ostringstream os;
   os << "blocks on " << t.name.view() << " (" << t.cores << " threads, VMEM " << plan_detail::human_bytes(t.vmem_bytes)
-     << " per core, " << t.lanes << " f32 lanes, GEMM tile " << t.mxu_rows << "x" << t.mxu_cols << "):\n";
+     << " per core, " << t.lanes << " f32 lanes, GEMM tile " << t.mxu_rows << "x" << t.mxu_cols;
+  if (t.bf16_mxu_rows != 0) os << ", bf16 tiles of " << t.bf16_mxu_rows << " rows and K in " << t.bf16_mxu_k << "s";
+  os << "):\n";
   auto dims = [&](const ir::dims& d) {
     os << "[";
     for (std::size_t i = 0; i < d.rank; ++i) os << (i ? "," : "") << d.d[i];

@@ -8,6 +8,7 @@
 // run time (kernels/machine.hpp): the executor plans every kernel's blocks for it with the same tiling
 // code (plan::blocks_of), so block sizes follow the real caches, cores and SIMD width.
 
+#include "tessel/kernels/amx.hpp"
 #include "tessel/kernels/machine.hpp"
 #include "tessel/target/target.hpp"
 
@@ -51,6 +52,10 @@ constexpr target host_of(const kernels::machine& m) {
   t.lanes = m.vector_bytes / 4 != 0 ? m.vector_bytes / 4 : 4;
   t.mxu_rows = m.gemm.mr;
   t.mxu_cols = m.gemm.nr;
+  if (m.amx_bf16) {  // bf16 x bf16 may take the tile unit: blocks of whole tiles
+    t.bf16_mxu_rows = kernels::amx::mr;
+    t.bf16_mxu_k = kernels::amx::k_chunk;
+  }
   t.block_bytes = t.vmem_bytes / 4;  // two operands double-buffered fill the VMEM
   t.block_m = m.gemm.mc;
   t.block_n = m.gemm.nc;

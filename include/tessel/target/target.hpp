@@ -56,6 +56,10 @@ struct target {
   std::size_t mxu_rows = 128;
   std::size_t mxu_cols = 128;
   std::size_t mxu_count = 1;
+  // A second matrix unit that multiplies bf16 by bf16 where the host has one (AMX tiles: a register block of
+  // 32 rows, K taken 32 at a time); 0: the unit above multiplies bf16 too.
+  std::size_t bf16_mxu_rows = 0;
+  std::size_t bf16_mxu_k = 0;
 
   std::size_t hbm_bytes = 0;       // per chip
   double hbm_bytes_per_s = 0;      // per chip

@@ -537,9 +537,11 @@ constexpr block_plan plan_matmul(const target& t, const kernel_description& k) {
   }
   const bool partial = t.partial_edge_blocks;
   const bool tpu = t.kind == target_kind::tpu;
-  dim_walk wm{m, qm, std::lcm(qm, t.mxu_rows), t.block_m, partial};
+  // bf16 x bf16 on a host's bf16 unit (AMX): its row block and K step, so that no block ends inside a tile.
+  const bool bf16_unit = t.bf16_mxu_rows != 0 && a.dtype == ir::dtype_code::bf16 && b.dtype == ir::dtype_code::bf16;
+  dim_walk wm{m, qm, std::lcm(qm, bf16_unit ? t.bf16_mxu_rows : t.mxu_rows), t.block_m, partial};
   dim_walk wn{n, qn, std::lcm(qn, t.mxu_cols), t.block_n, partial};
-  dim_walk wk{kk, qk, tpu ? std::lcm(qk, t.mxu_rows) : qk, t.block_k, partial};
+  dim_walk wk{kk, qk, tpu ? std::lcm(qk, t.mxu_rows) : bf16_unit ? std::lcm(qk, t.bf16_mxu_k) : qk, t.block_k, partial};
   std::size_t bm = wm.first(), bn = wn.first(), bk = wk.first();
 
   const std::size_t fixed = whole_bytes(p);
