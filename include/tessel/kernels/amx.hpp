@@ -269,15 +269,15 @@ struct atom {
       if constexpr (RowTiles == 2)
         unit.template load<c10>(at + tile_rows * stride / 4, stride), unit.template load<c11>(at + tile_rows * stride / 4 + tile_words, stride);
     }
-    const std::size_t n_chunks = chunks(kc), a_tile_stride = tile_words * 4;
+    const std::size_t n_chunks = chunks(kc), tile_stride = tile_words * 4;  // a packed tile's rows are contiguous
     for (std::size_t q = 0; q < n_chunks; ++q) {
-      unit.template load<b0>(b + q * 2 * tile_size, a_tile_stride);
-      unit.template load<b1>(b + q * 2 * tile_size + tile_size, a_tile_stride);
-      unit.template load<a0>(a + q * tile_size, a_tile_stride);
+      unit.template load<b0>(b + q * 2 * tile_size, tile_stride);
+      unit.template load<b1>(b + q * 2 * tile_size + tile_size, tile_stride);
+      unit.template load<a0>(a + q * tile_size, tile_stride);
       unit.template dpbf16<c00, a0, b0>();
       unit.template dpbf16<c01, a0, b1>();
       if constexpr (RowTiles == 2) {
-        unit.template load<a1>(a + (n_chunks + q) * tile_size, a_tile_stride);
+        unit.template load<a1>(a + (n_chunks + q) * tile_size, tile_stride);
         unit.template dpbf16<c10, a1, b0>();
         unit.template dpbf16<c11, a1, b1>();
       }
