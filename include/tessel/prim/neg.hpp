@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "tessel/prim/family/elementwise.hpp"
+#include "tessel/prim/family/simd_math.hpp"
 
 namespace tessel {
 namespace prim {
@@ -12,7 +13,11 @@ struct neg_rule {
   static constexpr fixed_string name = "tessel::neg";
   static constexpr accepts domain = accepts::numeric;
   static constexpr std::string_view stablehlo = "stablehlo.negate";
-  static auto apply(auto x) { return -x; }
+  static auto apply(auto x) {
+    // Flips the sign bit, as IEEE negation does: xsimd's -x is 0 - x, which gives +0 for +0.
+    if constexpr (simd::Batch<decltype(x)>) return x ^ decltype(x)(-0.0f);
+    else return -x;
+  }
   static std::int32_t apply(std::int32_t x) { return static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x)); }
   static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {
     return {partial::minus_one};
