@@ -1,7 +1,7 @@
 # Writes include/tessel/prim/all.hpp, the list of every primitive, from the files of include/tessel/prim/:
 # each file there (family/, build.hpp and all.hpp aside) is included, and each descriptor it defines
 # (`inline constexpr ir::primitive <name>_p`) is listed in tessel::all_primitives, which the checkers
-# iterate. So a new primitive is its file (and its test-table entries): run this, commit the result.
+# iterate. So a new primitive is its file (and its test-table rows): run this, commit the result.
 #   cmake -DSOURCE_DIR=<tessel source> -P primitive_list.cmake           rewrites all.hpp if it changed
 #   cmake -DSOURCE_DIR=<tessel source> -DCHECK=ON -P primitive_list.cmake fails if all.hpp is stale
 # all.hpp stays in the source tree so that a program that only adds the include folder has it.

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "reference.hpp"
+#include "unary_table.hpp"
 #include "tessel/ops.hpp"
 #include "tessel/jit.hpp"
 
@@ -35,24 +36,16 @@ void check_unary(Op op, Ref ref, double lo, double hi, double max_ulp) {
   }
 }
 
-TEST(Elementwise, Unary) {
-  check_unary([](auto x) { return tessel::neg(x); }, [](double v) { return -v; }, -5, 5, 0);
+// Every row of the unary table, on its near range, within the bound of the path jit takes by default
+// (xsimd or Highway; the wider of the two bounds).
+#define TESSEL_ELEMENTWISE_UNARY(op, ref, lo, hi, log_spaced, scalar_ulp, xsimd_ulp, hwy_ulp, near_lo, near_hi, smooth) \
+  TEST(ElementwiseUnary, op) {                                                                                          \
+    check_unary([](auto x) { return tessel::op(x); }, ref, near_lo, near_hi, std::max<double>(xsimd_ulp, hwy_ulp));     \
+  }
+TESSEL_UNARY_TABLE(TESSEL_ELEMENTWISE_UNARY)
+
+TEST(Elementwise, NegationOperator) {
   check_unary([](auto x) { return -x; }, [](double v) { return -v; }, -5, 5, 0);
-  check_unary([](auto x) { return tessel::abs(x); }, [](double v) { return std::abs(v); }, -5, 5, 0);
-  check_unary([](auto x) { return tessel::exp(x); }, [](double v) { return std::exp(v); }, -10, 10, 2);
-  check_unary([](auto x) { return tessel::log(x); }, [](double v) { return std::log(v); }, 0.01, 100, 1);
-  check_unary([](auto x) { return tessel::log1p(x); }, [](double v) { return std::log1p(v); }, -0.5, 5, 1);
-  check_unary([](auto x) { return tessel::expm1(x); }, [](double v) { return std::expm1(v); }, -3, 3, 2);
-  check_unary([](auto x) { return tessel::tanh(x); }, [](double v) { return std::tanh(v); }, -4, 4, 3);
-  check_unary([](auto x) { return tessel::logistic(x); }, [](double v) { return 1 / (1 + std::exp(-v)); }, -8, 8, 3);
-  check_unary([](auto x) { return tessel::sqrt(x); }, [](double v) { return std::sqrt(v); }, 0, 50, 0.5);
-  check_unary([](auto x) { return tessel::rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); }, 0.1, 50, 2);
-  check_unary([](auto x) { return tessel::sin(x); }, [](double v) { return std::sin(v); }, -7, 7, 2);
-  check_unary([](auto x) { return tessel::cos(x); }, [](double v) { return std::cos(v); }, -7, 7, 2);
-  check_unary([](auto x) { return tessel::erf(x); }, [](double v) { return std::erf(v); }, -3, 3, 3);
-  check_unary([](auto x) { return tessel::cbrt(x); }, [](double v) { return std::cbrt(v); }, -30, 30, 2);
-  check_unary([](auto x) { return tessel::floor(x); }, [](double v) { return std::floor(v); }, -5, 5, 0);
-  check_unary([](auto x) { return tessel::sign(x); }, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }, -5, 5, 0);
 }
 
 TEST(Elementwise, ErfInvInvertsErf) {

@@ -14,12 +14,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "math_cases.hpp"
@@ -46,20 +48,38 @@ TEST(HwyMath, SeveralTargets) {
   EXPECT_GE(hwy::SupportedAndGeneratedTargets().size(), 4u);
 }
 
-// Every target within the Highway bound of math_cases.hpp, and within (hwy + scalar bound + 1) of the
+// Every target within the Highway bound of the unary table, and within (hwy + scalar bound + 1) of the
 // scalar path.
-#define TESSEL_HWY_CASE(op, ref, lo, hi, log_spaced, scalar_bound, xsimd_bound, hwy_bound)                \
-  TEST(HwyMath, op##_EveryTarget) {                                                                      \
-    const std::vector<float> x = tm::sweep_points(lo, hi, log_spaced, std::size_t{1} << 16);             \
-    for_each_target([&](const char* target) {                                                            \
-      const tm::errors e = tm::measure<tessel::prim::op##_rule>(ref, x);                                 \
-      EXPECT_LE(e.worst[2], hwy_bound) << "at x = " << e.worst_at[2];                                    \
-      EXPECT_LE(e.worst[0], scalar_bound) << "scalar path";                                              \
-      EXPECT_LE(e.disagreement, (scalar_bound) + (xsimd_bound) + (hwy_bound) + 1);                        \
-      std::printf("%-9s %-8s max ULP %.3f\n", #op, target, e.worst[2]);                                  \
-    });                                                                                                  \
+#define TESSEL_HWY_CASE(op, ref, lo, hi, log_spaced, scalar_bound, xsimd_bound, hwy_bound, near_lo, near_hi, smooth) \
+  TEST(HwyMath, op##_EveryTarget) {                                                                                  \
+    const std::vector<float> x = tm::sweep_points(lo, hi, log_spaced, std::size_t{1} << 16);                         \
+    for_each_target([&](const char* target) {                                                                        \
+      const tm::errors e = tm::measure<tessel::prim::op##_rule>(ref, x);                                             \
+      EXPECT_LE(e.worst[2], hwy_bound) << "at x = " << e.worst_at[2];                                                \
+      EXPECT_LE(e.worst[0], scalar_bound) << "scalar path";                                                          \
+      EXPECT_LE(e.disagreement, (scalar_bound) + (xsimd_bound) + (hwy_bound) + 1);                                   \
+      std::printf("%-9s %-8s max ULP %.3f\n", #op, target, e.worst[2]);                                              \
+    });                                                                                                              \
   }
-TESSEL_MATH_CASES(TESSEL_HWY_CASE)
+TESSEL_UNARY_TABLE(TESSEL_HWY_CASE)
+
+// The kernel table's entries are found by their primitives' names: each names a primitive, which has a
+// row in the unary table (so the sweeps above run its kernel on every target); a name with no entry
+// finds none.
+TEST(HwyMath, EveryKernelIsAPrimitiveWithATableRow) {
+#define TESSEL_ROW_NAME(op, ...) #op,
+  const std::vector<std::string_view> rows = {TESSEL_UNARY_TABLE(TESSEL_ROW_NAME)};
+#undef TESSEL_ROW_NAME
+  ASSERT_FALSE(hwy_math_functions().empty());
+  for (std::string_view name : hwy_math_functions()) {
+    EXPECT_TRUE(std::ranges::any_of(tessel::all_primitives, [&](const tessel::ir::primitive* p) { return p->name == name; }))
+        << "the Highway kernel '" << name << "' is named as no primitive is";
+    EXPECT_NE(std::ranges::find(rows, name), rows.end()) << "the Highway kernel '" << name << "' has no row in the unary table";
+    EXPECT_EQ(hwy_math_functions()[hwy_math_function(name)->entry], name);
+  }
+  EXPECT_FALSE(hwy_math_function("erf").has_value());  // xsimd's erf only
+  EXPECT_FALSE(hwy_math_function("tessel::exp").has_value());
+}
 
 // Arguments where the functions are special or the Highway kernels hand over to the scalar path.
 std::vector<float> special_values() {
@@ -110,47 +130,49 @@ void check_special(const char* name, double hwy_bound, double scalar_bound) {
   });
 }
 
-#define TESSEL_HWY_SPECIAL(op, ref, lo, hi, log_spaced, scalar_bound, xsimd_bound, hwy_bound) \
+#define TESSEL_HWY_SPECIAL(op, ref, lo, hi, log_spaced, scalar_bound, xsimd_bound, hwy_bound, near_lo, near_hi, smooth) \
   TEST(HwyMath, op##_SpecialValues) { check_special<tessel::prim::op##_rule>(#op, hwy_bound, scalar_bound); }
-TESSEL_MATH_CASES(TESSEL_HWY_SPECIAL)
+TESSEL_UNARY_TABLE(TESSEL_HWY_SPECIAL)
 
 TEST(HwyMath, SpecialValuesByDefinition) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   struct expect {
-    math_fn f;
+    const char* f;
     scalar_math_fn scalar;
     float x, y;
   };
   const expect cases[] = {
-      {math_fn::exp, [](float v) { return std::exp(v); }, -inf, 0.0f},
-      {math_fn::exp, [](float v) { return std::exp(v); }, inf, inf},
-      {math_fn::exp, [](float v) { return std::exp(v); }, 100.0f, inf},
-      {math_fn::exp, [](float v) { return std::exp(v); }, -0.0f, 1.0f},
-      {math_fn::log, [](float v) { return std::log(v); }, 0.0f, -inf},
-      {math_fn::log, [](float v) { return std::log(v); }, inf, inf},
-      {math_fn::log, [](float v) { return std::log(v); }, -1.0f, nan},
-      {math_fn::log1p, [](float v) { return std::log1p(v); }, -1.0f, -inf},
-      {math_fn::log1p, [](float v) { return std::log1p(v); }, -0.0f, -0.0f},
-      {math_fn::expm1, [](float v) { return std::expm1(v); }, -inf, -1.0f},
-      {math_fn::expm1, [](float v) { return std::expm1(v); }, -0.0f, -0.0f},
-      {math_fn::tanh, [](float v) { return std::tanh(v); }, -inf, -1.0f},
-      {math_fn::tanh, [](float v) { return std::tanh(v); }, -0.0f, -0.0f},
-      {math_fn::logistic, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, -inf, 0.0f},
-      {math_fn::logistic, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, inf, 1.0f},
-      {math_fn::sin, [](float v) { return std::sin(v); }, inf, nan},
-      {math_fn::sin, [](float v) { return std::sin(v); }, -0.0f, -0.0f},
-      {math_fn::cos, [](float v) { return std::cos(v); }, -inf, nan},
-      {math_fn::sqrt, [](float v) { return std::sqrt(v); }, -1.0f, nan},
-      {math_fn::sqrt, [](float v) { return std::sqrt(v); }, -0.0f, -0.0f},
-      {math_fn::rsqrt, [](float v) { return 1.0f / std::sqrt(v); }, 0.0f, inf},
-      {math_fn::rsqrt, [](float v) { return 1.0f / std::sqrt(v); }, inf, 0.0f},
+      {"exp", [](float v) { return std::exp(v); }, -inf, 0.0f},
+      {"exp", [](float v) { return std::exp(v); }, inf, inf},
+      {"exp", [](float v) { return std::exp(v); }, 100.0f, inf},
+      {"exp", [](float v) { return std::exp(v); }, -0.0f, 1.0f},
+      {"log", [](float v) { return std::log(v); }, 0.0f, -inf},
+      {"log", [](float v) { return std::log(v); }, inf, inf},
+      {"log", [](float v) { return std::log(v); }, -1.0f, nan},
+      {"log1p", [](float v) { return std::log1p(v); }, -1.0f, -inf},
+      {"log1p", [](float v) { return std::log1p(v); }, -0.0f, -0.0f},
+      {"expm1", [](float v) { return std::expm1(v); }, -inf, -1.0f},
+      {"expm1", [](float v) { return std::expm1(v); }, -0.0f, -0.0f},
+      {"tanh", [](float v) { return std::tanh(v); }, -inf, -1.0f},
+      {"tanh", [](float v) { return std::tanh(v); }, -0.0f, -0.0f},
+      {"logistic", [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, -inf, 0.0f},
+      {"logistic", [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, inf, 1.0f},
+      {"sin", [](float v) { return std::sin(v); }, inf, nan},
+      {"sin", [](float v) { return std::sin(v); }, -0.0f, -0.0f},
+      {"cos", [](float v) { return std::cos(v); }, -inf, nan},
+      {"sqrt", [](float v) { return std::sqrt(v); }, -1.0f, nan},
+      {"sqrt", [](float v) { return std::sqrt(v); }, -0.0f, -0.0f},
+      {"rsqrt", [](float v) { return 1.0f / std::sqrt(v); }, 0.0f, inf},
+      {"rsqrt", [](float v) { return 1.0f / std::sqrt(v); }, inf, 0.0f},
   };
   for_each_target([&](const char*) {
     for (const expect& c : cases) {
       std::vector<float> x(37, c.x), y(37);  // two 16-lane vectors and a tail
-      hwy_math(c.f, x.data(), y.data(), x.size(), c.scalar);
+      const std::optional<math_fn> f = hwy_math_function(c.f);
+      ASSERT_TRUE(f.has_value()) << c.f << " has no Highway kernel";
+      hwy_math(*f, x.data(), y.data(), x.size(), c.scalar);
       for (std::size_t i = 0; i < x.size(); ++i)
-        EXPECT_TRUE(same(y[i], c.y)) << "function " << static_cast<int>(c.f) << " at " << c.x << ": " << y[i] << ", lane " << i;
+        EXPECT_TRUE(same(y[i], c.y)) << c.f << " at " << c.x << ": " << y[i] << ", lane " << i;
     }
   });
 }

@@ -1,17 +1,16 @@
 #pragma once
-// The transcendental unary primitives' three paths (scalar, xsimd, Highway: backend/hwy_math.hpp)
-// against double references, shared by ulp_test.cpp (the default Highway target) and
-// hwy_math_test.cpp (every Highway target). TESSEL_MATH_CASES lists each function with its range and
-// the maximum error of each path in ULP, as stated in the primitive's header.
+// The unary primitives' three paths (scalar, xsimd, Highway: kernels/hwy_math.hpp) against double
+// references, shared by ulp_test.cpp (the default Highway target) and hwy_math_test.cpp (every Highway
+// target), over the rows of the unary table (support/unary_table.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <numbers>
 #include <vector>
 
 #include "reference.hpp"
+#include "unary_table.hpp"
 #include "tessel/lax.hpp"
 #include "tessel/prim/family/elementwise-inl.hpp"  // map_unary_f32: the tile loops themselves
 
@@ -80,32 +79,4 @@ errors measure(double (*ref)(double), const std::vector<float>& x) {
   return e;
 }
 
-inline double erf_inv_reference(double y) {  // erf inverted in double by Newton's method
-  double x = 0;
-  for (int i = 0; i < 100; ++i) {
-    const double step = (std::erf(x) - y) / (2 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
-    x -= step;
-    if (std::abs(step) <= 1e-17 * std::abs(x)) break;
-  }
-  return x;
-}
-
 }  // namespace tessel::testing::math
-
-// X(op, reference, lo, hi, log_spaced, scalar bound, xsimd bound, Highway bound): maximum error in ULP
-// against the double reference over [lo, hi] (the bounds each primitive's header states). erf and cbrt
-// have no Highway kernel (their hwy path is xsimd's) and erf_inv is one scalar function on every path.
-#define TESSEL_MATH_CASES(X)                                                                                   \
-  X(exp, [](double v) { return std::exp(v); }, -87, 88, false, 1, 2, 1.5)                                      \
-  X(log, [](double v) { return std::log(v); }, 1e-30, 1e30, true, 1, 1, 1)                                     \
-  X(log1p, [](double v) { return std::log1p(v); }, -0.99, 10, false, 1, 1, 2.5)                                \
-  X(expm1, [](double v) { return std::expm1(v); }, -10, 10, false, 1, 1.5, 4)                                  \
-  X(tanh, [](double v) { return std::tanh(v); }, -10, 10, false, 2.5, 1.5, 3)                                  \
-  X(logistic, [](double v) { return 1 / (1 + std::exp(-v)); }, -20, 20, false, 3, 3, 3)                        \
-  X(sqrt, [](double v) { return std::sqrt(v); }, 0, 1e6, false, 0.5, 0.5, 0.5)                                 \
-  X(rsqrt, [](double v) { return 1 / std::sqrt(v); }, 1e-6, 1e6, true, 1.5, 1.5, 1.5)                          \
-  X(sin, [](double v) { return std::sin(v); }, -100, 100, false, 1, 2.5, 2.5)                                  \
-  X(cos, [](double v) { return std::cos(v); }, -100, 100, false, 1, 2.5, 2.5)                                  \
-  X(erf, [](double v) { return std::erf(v); }, -5, 5, false, 1, 2.5, 2.5)                                      \
-  X(cbrt, [](double v) { return std::cbrt(v); }, -1e6, 1e6, false, 1, 2, 2)                                   \
-  X(erf_inv, tessel::testing::math::erf_inv_reference, -0.9, 0.9, false, 4, 4, 4)

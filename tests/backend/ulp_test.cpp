@@ -15,18 +15,18 @@
 namespace {
 namespace tm = tessel::testing::math;
 
-#define TESSEL_ULP_CASE(op, ref, lo, hi, log_spaced, scalar_bound, xsimd_bound, hwy_bound)                      \
-  TEST(Ulp, op) {                                                                                              \
-    const double bound[3] = {scalar_bound, xsimd_bound, hwy_bound};                                            \
-    const tm::errors e = tm::measure<tessel::prim::op##_rule>(ref, tm::sweep_points(lo, hi, log_spaced));      \
-    for (int p = 0; p < 3; ++p) {                                                                              \
-      EXPECT_LE(e.worst[p], bound[p]) << tm::path_names[p] << " path, at x = " << e.worst_at[p];              \
-      RecordProperty(std::string("max_ulp_") + tm::path_names[p], std::to_string(e.worst[p]));                \
-    }                                                                                                          \
-    EXPECT_LE(e.disagreement, std::max({bound[0] + bound[1], bound[0] + bound[2], bound[1] + bound[2]}) + 1) \
-        << "the paths disagree";                                                                               \
+#define TESSEL_ULP_CASE(op, ref, lo, hi, log_spaced, scalar_bound, xsimd_bound, hwy_bound, near_lo, near_hi, smooth) \
+  TEST(Ulp, op) {                                                                                                    \
+    const double bound[3] = {scalar_bound, xsimd_bound, hwy_bound};                                                  \
+    const tm::errors e = tm::measure<tessel::prim::op##_rule>(ref, tm::sweep_points(lo, hi, log_spaced));            \
+    for (int p = 0; p < 3; ++p) {                                                                                    \
+      EXPECT_LE(e.worst[p], bound[p]) << tm::path_names[p] << " path, at x = " << e.worst_at[p];                     \
+      RecordProperty(std::string("max_ulp_") + tm::path_names[p], std::to_string(e.worst[p]));                       \
+    }                                                                                                                \
+    EXPECT_LE(e.disagreement, std::max({bound[0] + bound[1], bound[0] + bound[2], bound[1] + bound[2]}) + 1)         \
+        << "the paths disagree";                                                                                     \
   }
-TESSEL_MATH_CASES(TESSEL_ULP_CASE)
+TESSEL_UNARY_TABLE(TESSEL_ULP_CASE)
 
 // exp's edges on the xsimd path: finite up to ln(FLT_MAX) = 88.72 and inf beyond, gradual underflow down
 // to -103.97 (within one subnormal step of e^x), then 0; NaN and the infinities as e^x has them. Every

@@ -18,13 +18,6 @@
 
 namespace tessel::testing {
 
-// erfinv in double, by Newton's method on erf.
-inline double erf_inv_double(double y) {
-  double x = 0;
-  for (int i = 0; i < 60; ++i) x -= (std::erf(x) - y) / (1.1283791670955126 * std::exp(-x * x));
-  return x;
-}
-
 using reference_loss = std::function<double(const std::vector<std::vector<double>>&)>;
 
 template <class T, class S>

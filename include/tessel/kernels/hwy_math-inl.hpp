@@ -1,5 +1,5 @@
 // Per-target part of tessel/kernels/hwy_math.hpp: the transcendental functions of the elementwise
-// primitives (exp, log, log1p, expm1, tanh, logistic, sin, cos, sqrt, rsqrt) over arrays of floats,
+// primitives over arrays of floats (the kernel table at the end lists them),
 // compiled by Highway once per target through the aggregator's HWY_TARGET_INCLUDE pass
 // (tessel/kernels/hwy_gemm-inl.hpp includes this file, in kernels/implementation.hpp), each time into its own namespace
 // tessel::kernels::hwy_math_detail::N_<TARGET>. Include tessel/kernels/hwy_math.hpp, not this file.
@@ -14,8 +14,11 @@
 #ifndef TESSEL_KERNELS_HWY_MATH_INL_COMMON
 #define TESSEL_KERNELS_HWY_MATH_INL_COMMON
 
+#include <array>
 #include <cmath>  // HUGE_VALF
 #include <cstddef>
+#include <span>
+#include <string_view>
 
 #ifndef HWY_WANT_AVX3_DL  // see implementation.hpp
 #define HWY_WANT_AVX3_DL 1
@@ -51,6 +54,7 @@
 #ifdef TESSEL_HWY_MATH_FORWARD
 namespace tessel::kernels::hwy_math_detail::TESSEL_HWY_MATH_FORWARD {
 inline void map_target(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar);
+inline std::span<const std::string_view> names_target();
 }  // namespace tessel::kernels::hwy_math_detail::TESSEL_HWY_MATH_FORWARD
 #endif
 
@@ -65,16 +69,19 @@ inline std::size_t float_lanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 inline void map_target(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
   TESSEL_HWY_MATH_FORWARD::map_target(f, x, y, n, scalar);
 }
+inline std::span<const std::string_view> names_target() { return TESSEL_HWY_MATH_FORWARD::names_target(); }
 #else
 
-// An op: eval (Highway's vector function, valid where fast holds), fast (vector and scalar forms of the
-// same predicate, false for NaN), or `always` where eval is valid everywhere.
+// An op: its name (its primitive's), eval (Highway's vector function, valid where fast holds), fast
+// (vector and scalar forms of the same predicate, false for NaN), or `always` where eval is valid
+// everywhere.
 //
 // ln(FLT_MAX) = 88.7228: above it e^x overflows; hwy::Exp is valid up to 104 but the scalar path
 // rounds the boundary correctly, so the fast range stops just below it.
 constexpr float exp_fast_max = 88.72f;
 
 struct exp_op {
+  static constexpr std::string_view name = "exp";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -95,6 +102,7 @@ V keep_zero(D d, V x, V fx) {
 }
 
 struct expm1_op {
+  static constexpr std::string_view name = "expm1";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -109,6 +117,7 @@ struct expm1_op {
 
 // Positive and finite (subnormals included: hwy::Log scales them up).
 struct log_op {
+  static constexpr std::string_view name = "log";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -123,6 +132,7 @@ struct log_op {
 
 // (-1, inf): hwy::Log1p computes log(1 + x) * x / ((1 + x) - 1), exact at the pole (x = +-0 give x).
 struct log1p_op {
+  static constexpr std::string_view name = "log1p";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -137,6 +147,7 @@ struct log1p_op {
 
 // Everything but NaN: hwy::Tanh returns +-1 past |x| = 18.7 (infinities included) and keeps -0.
 struct tanh_op {
+  static constexpr std::string_view name = "tanh";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -151,6 +162,7 @@ struct tanh_op {
 
 // 1 / (1 + e^-x) with e^-x finite: |x| <= 88; beyond, the scalar path saturates to 0 or 1.
 struct logistic_op {
+  static constexpr std::string_view name = "logistic";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -169,6 +181,7 @@ struct logistic_op {
 constexpr float trig_fast_max = 39000.0f;
 
 struct sin_op {
+  static constexpr std::string_view name = "sin";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -182,6 +195,7 @@ struct sin_op {
 };
 
 struct cos_op {
+  static constexpr std::string_view name = "cos";
   static constexpr bool always = false;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -196,6 +210,7 @@ struct cos_op {
 
 // IEEE square root (correctly rounded, every input), and 1 / sqrt(x) as a division by it.
 struct sqrt_op {
+  static constexpr std::string_view name = "sqrt";
   static constexpr bool always = true;
   template <class D, class V>
   static V eval(D /*d*/, V x) {
@@ -205,6 +220,7 @@ struct sqrt_op {
 };
 
 struct rsqrt_op {
+  static constexpr std::string_view name = "rsqrt";
   static constexpr bool always = true;
   template <class D, class V>
   static V eval(D d, V x) {
@@ -237,21 +253,20 @@ void map(const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
   for (std::size_t i = body; i < n; ++i) y[i] = scalar(x[i]);
 }
 
-// The exported entry point: one dispatch table for all functions.
+// The kernel table: every function with a Highway kernel, one entry each (hwy_math.hpp's math_fn is
+// a place in it).
+template <class... Op>
+struct kernel_table {
+  static constexpr std::array<std::string_view, sizeof...(Op)> names{Op::name...};
+  static constexpr std::array<void (*)(const float*, float*, std::size_t, scalar_math_fn), sizeof...(Op)> maps{&map<Op>...};
+};
+using kernels_of_this_target = kernel_table<exp_op, expm1_op, log_op, log1p_op, tanh_op, logistic_op, sin_op, cos_op, sqrt_op, rsqrt_op>;
+
+// The exported entry points.
 inline void map_target(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
-  switch (f) {
-    case math_fn::exp: return map<exp_op>(x, y, n, scalar);
-    case math_fn::log: return map<log_op>(x, y, n, scalar);
-    case math_fn::log1p: return map<log1p_op>(x, y, n, scalar);
-    case math_fn::expm1: return map<expm1_op>(x, y, n, scalar);
-    case math_fn::tanh: return map<tanh_op>(x, y, n, scalar);
-    case math_fn::logistic: return map<logistic_op>(x, y, n, scalar);
-    case math_fn::sin: return map<sin_op>(x, y, n, scalar);
-    case math_fn::cos: return map<cos_op>(x, y, n, scalar);
-    case math_fn::sqrt: return map<sqrt_op>(x, y, n, scalar);
-    case math_fn::rsqrt: return map<rsqrt_op>(x, y, n, scalar);
-  }
+  kernels_of_this_target::maps[f.entry](x, y, n, scalar);
 }
+inline std::span<const std::string_view> names_target() { return kernels_of_this_target::names; }
 
 #endif  // TESSEL_HWY_MATH_FORWARD
 

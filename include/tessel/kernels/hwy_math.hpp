@@ -18,7 +18,7 @@
 // read at the first elementwise evaluation.
 //
 //   float x[100], y[100];
-//   hwy_math(math_fn::exp, x, y, 100, [](float v) { return std::exp(v); });
+//   hwy_math(*hwy_math_function("exp"), x, y, 100, [](float v) { return std::exp(v); });
 //
 // Lanes outside a function's fast range (NaN, infinities, overflow, |x| > 39000 for sin and cos) and
 // tails shorter than a vector are computed by the scalar function passed in, so special values are
@@ -31,11 +31,24 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <span>
+#include <string_view>
 
 namespace tessel::kernels {
 
-// The functions with a Highway kernel.
-enum class math_fn : unsigned char { exp, log, log1p, expm1, tanh, logistic, sin, cos, sqrt, rsqrt };
+// A function with a Highway kernel: an entry of the kernel table (hwy_math-inl.hpp), which names each
+// entry as its primitive is named, so a primitive finds its kernel by its own name and a new kernel is
+// one entry there.
+struct math_fn {
+  unsigned char entry;  // its place in the table
+};
+
+// The function named `name` ("exp", "expm1", ...), or nullopt where the table has none.
+std::optional<math_fn> hwy_math_function(std::string_view name);
+
+// The names of the table's entries, in its order.
+std::span<const std::string_view> hwy_math_functions();
 
 // The scalar path of one function: used for out-of-range lanes and tails.
 using scalar_math_fn = float (*)(float);

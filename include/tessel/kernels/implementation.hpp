@@ -109,11 +109,13 @@ namespace hwy_math_detail {
 HWY_EXPORT(map_target);
 HWY_EXPORT(target_name);
 HWY_EXPORT(float_lanes);
+HWY_EXPORT(names_target);
 inline void dispatch_map(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
   HWY_DYNAMIC_DISPATCH(map_target)(f, x, y, n, scalar);
 }
 inline const char* dispatch_target_name() { return HWY_DYNAMIC_DISPATCH(target_name)(); }
 inline std::size_t dispatch_lanes() { return HWY_DYNAMIC_DISPATCH(float_lanes)(); }
+inline std::span<const std::string_view> dispatch_names() { return HWY_DYNAMIC_DISPATCH(names_target)(); }
 }  // namespace hwy_math_detail
 
 // ---- GEMM ----
@@ -290,6 +292,15 @@ gemm_blocking blocking_of(gemm_kernel which) {
 
 void hwy_math(math_fn f, const float* x, float* y, std::size_t n, scalar_math_fn scalar) {
   hwy_math_detail::dispatch_map(f, x, y, n, scalar);
+}
+
+std::span<const std::string_view> hwy_math_functions() { return hwy_math_detail::dispatch_names(); }
+
+std::optional<math_fn> hwy_math_function(std::string_view name) {
+  const std::span<const std::string_view> names = hwy_math_functions();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return math_fn{static_cast<unsigned char>(i)};
+  return std::nullopt;
 }
 
 const char* hwy_math_target() { return hwy_math_detail::dispatch_target_name(); }

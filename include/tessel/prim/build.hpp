@@ -1,9 +1,9 @@
 #pragma once
 // Value-level constructors: what transform rules (VJP, JVP, batching) use to emit nodes whose shapes
-// are known only as values during tracing. Every primitive is declared here and defined in its own
-// file, so a rule can name any primitive without include cycles (sin's rule uses cos and cos's uses
-// sin; broadcast_in_dim's uses reduce_sum and the reverse). Rules only take addresses; the descriptors
-// are read when a program is planned.
+// are known only as values during tracing. The primitives that rules name are declared here and defined
+// in their own files, so a rule can name any of them without include cycles (sin's rule uses cos and
+// cos's uses sin; broadcast_in_dim's uses reduce_sum and the reverse); a primitive no other rule names
+// need not be. Rules only take addresses; the descriptors are read when a program is planned.
 //
 // Each primitive's header ends by including prim/all.hpp, which includes them all: an inline variable must be
 // defined in every translation unit that declares it (C++20 [dcl.inline]/6, no diagnostic required), so

@@ -14,7 +14,10 @@ struct cbrt_rule {
   static constexpr fixed_string name = "tessel::cbrt";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.cbrt";
-  static auto apply(auto x) { return simd::cbrt(x); }
+  static auto apply(auto x) {
+    using std::cbrt;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return cbrt(x);
+  }
   // d cbrt(x) = 1 / (3 cbrt(x)^2), written with the result as JAX's rule is (infinite at 0).
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::div(g, build::scalar_like(g, node, 1.0 / 3.0), build::mul(g, node, node)));

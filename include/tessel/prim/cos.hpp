@@ -15,9 +15,11 @@ struct cos_rule {
   static constexpr fixed_string name = "tessel::cos";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.cosine";
-  static constexpr kernels::math_fn math = kernels::math_fn::cos;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
-  static auto apply(auto x) { return simd::cos(x); }
+  static auto apply(auto x) {
+    using std::cos;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return cos(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::neg(g, build::unary(g, sin_p, g[node].operands[0])));
   }

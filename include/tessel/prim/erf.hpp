@@ -13,7 +13,10 @@ struct erf_rule {
   static constexpr fixed_string name = "tessel::erf";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "chlo.erf";
-  static auto apply(auto x) { return simd::erf(x); }
+  static auto apply(auto x) {
+    using std::erf;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return erf(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];
     const int e = build::unary(g, exp_p, build::neg(g, build::mul(g, x, x)));

@@ -18,7 +18,6 @@ struct exp_rule {
   static constexpr fixed_string name = "tessel::exp";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.exponential";
-  static constexpr kernels::math_fn math = kernels::math_fn::exp;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::exp(x); }
   static constexpr partial derivative([[maybe_unused]] ir::graph_builder& g, [[maybe_unused]] int node) {

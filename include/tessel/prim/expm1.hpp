@@ -16,10 +16,10 @@ struct expm1_rule {
   static constexpr fixed_string name = "tessel::expm1";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.exponential_minus_one";
-  static constexpr kernels::math_fn math = kernels::math_fn::expm1;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) {  // xsimd's expm1(-0) is +0: zeros pass through
-    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, simd::expm1(x));
+    using std::expm1;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, expm1(x));
   }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::add(g, node, build::scalar_like(g, node, 1.0)));

@@ -15,9 +15,11 @@ struct log_rule {
   static constexpr fixed_string name = "tessel::log";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.log";
-  static constexpr kernels::math_fn math = kernels::math_fn::log;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
-  static auto apply(auto x) { return simd::log(x); }
+  static auto apply(auto x) {
+    using std::log;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return log(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];
     return of_node(build::div(g, build::scalar_like(g, x, 1.0), x));

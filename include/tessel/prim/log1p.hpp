@@ -16,10 +16,10 @@ struct log1p_rule {
   static constexpr fixed_string name = "tessel::log1p";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.log_plus_one";
-  static constexpr kernels::math_fn math = kernels::math_fn::log1p;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) {  // xsimd's log1p(-0) is +0: zeros pass through
-    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, simd::log1p(x));
+    using std::log1p;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return simd::select(x == simd::splat<decltype(x)>(0.0f), x, log1p(x));
   }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];

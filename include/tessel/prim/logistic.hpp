@@ -16,7 +16,6 @@ struct logistic_rule {
   static constexpr fixed_string name = "tessel::logistic";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.logistic";
-  static constexpr kernels::math_fn math = kernels::math_fn::logistic;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
   static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / (simd::splat<decltype(x)>(1.0f) + simd::exp(-x)); }
   static constexpr partial derivative(ir::graph_builder& g, int node) {

@@ -14,9 +14,11 @@ struct rsqrt_rule {
   static constexpr fixed_string name = "tessel::rsqrt";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.rsqrt";
-  static constexpr kernels::math_fn math = kernels::math_fn::rsqrt;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
-  static auto apply(auto x) { return simd::splat<decltype(x)>(1.0f) / simd::sqrt(x); }
+  static auto apply(auto x) {
+    using std::sqrt;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return simd::splat<decltype(x)>(1.0f) / sqrt(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     const int x = g[node].operands[0];
     return of_node(build::div(g, build::scale(g, node, -0.5), x));

@@ -15,9 +15,11 @@ struct sin_rule {
   static constexpr fixed_string name = "tessel::sin";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.sine";
-  static constexpr kernels::math_fn math = kernels::math_fn::sin;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::hwy;  // bench/README.md
-  static auto apply(auto x) { return simd::sin(x); }
+  static auto apply(auto x) {
+    using std::sin;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return sin(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::unary(g, cos_p, g[node].operands[0]));
   }

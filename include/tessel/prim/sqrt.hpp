@@ -14,9 +14,11 @@ struct sqrt_rule {
   static constexpr fixed_string name = "tessel::sqrt";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.sqrt";
-  static constexpr kernels::math_fn math = kernels::math_fn::sqrt;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
-  static auto apply(auto x) { return simd::sqrt(x); }
+  static auto apply(auto x) {
+    using std::sqrt;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return sqrt(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::div(g, build::scalar_like(g, node, 0.5), node));
   }

@@ -16,9 +16,11 @@ struct tanh_rule {
   static constexpr fixed_string name = "tessel::tanh";
   static constexpr accepts domain = accepts::floating;
   static constexpr std::string_view stablehlo = "stablehlo.tanh";
-  static constexpr kernels::math_fn math = kernels::math_fn::tanh;  // the Highway kernel
   static constexpr kernels::math_path preferred = kernels::math_path::xsimd;  // bench/README.md
-  static auto apply(auto x) { return simd::tanh(x); }
+  static auto apply(auto x) {
+    using std::tanh;  // floats: the C library's; batches: xsimd's (prim/family/simd_math.hpp)
+    return tanh(x);
+  }
   static constexpr partial derivative(ir::graph_builder& g, int node) {
     return of_node(build::sub(g, build::scalar_like(g, node, 1.0), build::mul(g, node, node)));
   }

@@ -8,6 +8,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -24,21 +26,24 @@ template <class Rule, class V>
 concept BatchRule2 = requires(V v) { Rule::apply(v, v); };
 
 // Unary rules on f32 tiles have three paths (kernels/hwy_math.hpp): scalar (Rule::apply on one float),
-// xsimd (Rule::apply on batches, where it takes them) and hwy (kernels::hwy_math, for rules that name a
-// Highway kernel: `static constexpr kernels::math_fn math`). A rule states its default where both
+// xsimd (Rule::apply on batches, where it takes them) and hwy (kernels::hwy_math, for rules whose primitive
+// has an entry in the Highway kernel table, found by its name). A rule states its default where both
 // SIMD paths have the same width with `static constexpr kernels::math_path preferred` (xsimd if it
 // does not); where xsimd is narrower than the CPU's Highway target, rules with a Highway kernel use it.
 // kernels::force_math_path or TESSEL_MATH_PATH overrides both for every rule. A path a rule lacks
 // falls back to xsimd, then scalar.
 template <class Rule>
-concept HwyRule = requires {
-  { Rule::math } -> std::convertible_to<kernels::math_fn>;
-};
-
-template <class Rule>
 constexpr kernels::math_path preferred_path() {
   if constexpr (requires { { Rule::preferred } -> std::convertible_to<kernels::math_path>; }) return Rule::preferred;
   else return kernels::math_path::xsimd;
+}
+
+// The rule's Highway kernel: the table's entry named as its primitive (Rule::name without "tessel::").
+template <class Rule>
+const std::optional<kernels::math_fn>& highway_kernel() {
+  static constexpr std::string_view qualified = Rule::name.view();
+  static const std::optional<kernels::math_fn> kernel = kernels::hwy_math_function(qualified.substr(qualified.rfind(':') + 1));
+  return kernel;
 }
 
 // The scalar path of a unary rule on floats, as a plain function (hwy_math's fallback for tails and
@@ -52,9 +57,8 @@ float apply_scalar(float x) {
 template <class Rule>
 kernels::math_path default_path() {
   constexpr kernels::math_path preferred = preferred_path<Rule>();
-  if constexpr (HwyRule<Rule> && preferred == kernels::math_path::xsimd) {
-    if (kernels::hwy_math_lanes() > xsimd::batch<float>::size) return kernels::math_path::hwy;
-  }
+  if (preferred == kernels::math_path::xsimd && highway_kernel<Rule>() && kernels::hwy_math_lanes() > xsimd::batch<float>::size)
+    return kernels::math_path::hwy;
   return preferred;
 }
 
@@ -62,9 +66,9 @@ kernels::math_path default_path() {
 template <class Rule>
 void map_unary_f32(kernels::math_path p, const float* x, float* y, std::size_t n) {
   if (p == kernels::math_path::automatic) p = default_path<Rule>();
-  if constexpr (HwyRule<Rule>) {
-    if (p == kernels::math_path::hwy) {
-      kernels::hwy_math(Rule::math, x, y, n, &apply_scalar<Rule>);
+  if (p == kernels::math_path::hwy) {
+    if (const std::optional<kernels::math_fn>& kernel = highway_kernel<Rule>()) {
+      kernels::hwy_math(*kernel, x, y, n, &apply_scalar<Rule>);
       return;
     }
   }

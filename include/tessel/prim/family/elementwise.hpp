@@ -12,8 +12,8 @@
 //   comparison ("EQ": stablehlo.compare), or static void lower(ir::stablehlo_writer&) where the op
 //   depends on the dtype
 // Floating tiles (f32 and bf16) are evaluated in float: scalar, with xsimd when apply takes a batch, or
-// with Highway when the rule names a kernel of kernels/hwy_math.hpp (map_unary_f32,
-// prim/family/elementwise-inl.hpp).
+// with Highway when the primitive has an entry, by its name, in the Highway kernel table
+// (kernels/hwy_math-inl.hpp; map_unary_f32, prim/family/elementwise-inl.hpp).
 
 #include <concepts>
 #include <cstddef>

@@ -1,9 +1,15 @@
 #pragma once
 // The math that elementwise rules call, so that one rule body serves float scalars and SIMD batches alike.
-// Floats get the C library's functions here (as xsimd's scalar overloads are). Batches get xsimd's, but
-// only where a batch is used: this header declares them, and simd_math-inl.hpp, which only the tile
-// functions' translation unit includes (prim/family/elementwise-inl.hpp), defines them. So the rules'
-// headers, and every translation unit that includes a primitive, never parse xsimd.
+//
+// A rule calls a math function f that the C library and xsimd both have unqualified, after
+// `using std::f;` (prim/sin.hpp): a float gets std::f, and a batch xsimd::f, found by argument-dependent
+// lookup where the tile functions are compiled (prim/family/elementwise-inl.hpp, which includes xsimd).
+// So a new rule needs nothing declared here, and the rules' headers, and every translation unit that
+// includes a primitive, never parse xsimd.
+//
+// Declared here: what tessel writes itself or must have inlined. Floats get the C library's functions
+// (as xsimd's scalar overloads are); batches are declared here and defined in simd_math-inl.hpp, which
+// only the tile functions' translation unit includes.
 
 #include <cmath>
 
@@ -14,29 +20,11 @@ template <class V>
 concept Batch = requires { V::size; };
 
 inline float exp(float x) { return std::exp(x); }
-inline float expm1(float x) { return std::expm1(x); }
-inline float log(float x) { return std::log(x); }
-inline float log1p(float x) { return std::log1p(x); }
-inline float sqrt(float x) { return std::sqrt(x); }
-inline float cbrt(float x) { return std::cbrt(x); }
-inline float erf(float x) { return std::erf(x); }
-inline float sin(float x) { return std::sin(x); }
-inline float cos(float x) { return std::cos(x); }
-inline float tanh(float x) { return std::tanh(x); }
 inline float floor(float x) { return std::floor(x); }
 inline float abs(float x) { return std::fabs(x); }
 inline float select(bool c, float a, float b) { return c ? a : b; }
 
 template <Batch V> V exp(const V& x);
-template <Batch V> V expm1(const V& x);
-template <Batch V> V log(const V& x);
-template <Batch V> V log1p(const V& x);
-template <Batch V> V sqrt(const V& x);
-template <Batch V> V cbrt(const V& x);
-template <Batch V> V erf(const V& x);
-template <Batch V> V sin(const V& x);
-template <Batch V> V cos(const V& x);
-template <Batch V> V tanh(const V& x);
 template <Batch V> [[gnu::always_inline]] inline V floor(const V& x);
 template <Batch V> [[gnu::always_inline]] inline V abs(const V& x);
 template <class C, Batch V> [[gnu::always_inline]] inline V select(const C& c, const V& a, const V& b);
