@@ -1,4 +1,4 @@
-// A softmax over a row kernel's rows runs as one routine (run/softmax_rows.hpp) where its conditions
+// A softmax over a row kernel's rows runs as one routine (prim/family/softmax_rows.hpp) where its conditions
 // hold, with the bits of its members evaluated one jit at a time, special values included.
 #include <gtest/gtest.h>
 
@@ -7,11 +7,12 @@
 #include <cstdint>
 #include <limits>
 #include <tuple>
+#include <vector>
 
 #include "reference.hpp"
 #include "tessel/jit.hpp"
 #include "tessel/ops.hpp"
-#include "tessel/run/softmax_rows.hpp"
+#include "tessel/run/derived_plan.hpp"
 
 namespace {
 using tessel::jit;
@@ -26,8 +27,13 @@ template <class X, class F>
 bool runs_softmax_routine(F f) {
   constexpr auto& plan = decltype(jit(f))::template traced_for<X>::plan;
   const tessel::plan::plan_view view = tessel::plan::view_of(plan);
-  for (int k = 0; k < plan.kernel_count; ++k)
-    if (tessel::run::find_softmax(view, plan.kernels[static_cast<std::size_t>(k)], [](int) { return true; }).found()) return true;
+  for (int k = 0; k < plan.kernel_count; ++k) {
+    const tessel::plan::kernel& kr = plan.kernels[static_cast<std::size_t>(k)];
+    if (kr.kind != tessel::plan::kernel_kind::row) continue;
+    std::vector<tessel::run::member_form> form(static_cast<std::size_t>(kr.member_count));
+    tessel::run::assign_member_forms(view, kr, form.data());
+    if (tessel::run::softmax_of(view, kr, form.data()).found()) return true;
+  }
   return false;
 }
 

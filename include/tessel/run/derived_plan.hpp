@@ -12,7 +12,7 @@
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/plan/plan.hpp"
 #include "tessel/run/grid.hpp"
-#include "tessel/run/softmax_rows.hpp"
+#include "tessel/prim/family/softmax_rows.hpp"
 #include "tessel/target/host.hpp"
 
 namespace tessel::run {
@@ -144,6 +144,28 @@ inline void streamed_values(const plan::plan_view& p, const plan::kernel& kr, st
   }
 }
 
+// The softmax row kernel kr holds, if any, that the routine can run (prim/family/softmax_rows.hpp finds the
+// pattern): x's tile holds its rows whole (a member broadcast may hold one value per row; `form` is the
+// members'), and nothing after the softmax reads, nor the kernel stores, anything of it but y.
+inline prim::softmax_span softmax_of(const plan::plan_view& p, const plan::kernel& kr, const member_form* form) {
+  const int* member = p.members + kr.first_member;
+  auto fits = [&](const prim::softmax_span& span) {
+    const int x = member_index(p, kr, span.x);
+    if (x >= 0 && form[x] != member_form::tile) return false;
+    for (int k = span.first; k < span.last; ++k) {  // r1 .. b2 read only by each other, neither stored nor the root
+      if (member[k] == kr.root || plan::stored_member(p, kr, member[k])) return false;
+      for (int later = span.last + 1; later < kr.member_count; ++later) {
+        const ir::node& n = p.node(member[later]);
+        for (std::size_t a = 0; a < n.arity; ++a)
+          if (n.operand(a) == member[k]) return false;
+      }
+    }
+    return true;
+  };
+  return prim::find_softmax(kr.member_count, [&](int j) { return member[j]; }, [&](int id) -> const ir::node& { return p.node(id); },
+                            kr.row_shape, kr.inner, fits);
+}
+
 inline derived_plan derive(const plan::plan_view& p) {
   derived_plan d;
   d.grids.reserve(static_cast<std::size_t>(p.kernel_count));
@@ -162,10 +184,7 @@ inline derived_plan derive(const plan::plan_view& p) {
       d.whole_rows[i] = kr.kind == plan::kernel_kind::row && n.shape == kr.row_shape;
     }
     kernel_grid& g = d.grids.emplace_back(grid_of(p, k, targets::this_host()));
-    g.softmax = find_softmax(p, kr, [&](int id) {
-      const int m = member_index(p, kr, id);
-      return m < 0 || d.form[static_cast<std::size_t>(kr.first_member + m)] == member_form::tile;
-    });
+    if (kr.kind == plan::kernel_kind::row) g.softmax = softmax_of(p, kr, d.form.data() + kr.first_member);
     g.first_stream = d.streamed.size();
     streamed_values(p, kr, d.streamed);
     g.streams = d.streamed.size() - g.first_stream;

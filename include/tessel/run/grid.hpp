@@ -13,7 +13,7 @@
 #include "tessel/kernels/gemm.hpp"
 #include "tessel/plan/plan.hpp"
 #include "tessel/plan/target_view.hpp"
-#include "tessel/run/softmax_rows.hpp"
+#include "tessel/prim/family/softmax_rows.hpp"
 #include "tessel/target/host.hpp"
 
 namespace tessel::run {
@@ -39,8 +39,8 @@ struct kernel_grid {
   ir::item_plan items{};
   // loop and row kernels: derived_plan::streamed[first_stream, first_stream + streams)
   std::size_t first_stream = 0, streams = 0;
-  // row kernels: the members a softmax routine runs whole (run/softmax_rows.hpp), if any
-  softmax_span softmax{};
+  // row kernels: the members a softmax routine runs whole (prim/family/softmax_rows.hpp), if any
+  prim::softmax_span softmax{};
 };
 
 // Flat range [first, first + count) of block b of an elementwise grid.

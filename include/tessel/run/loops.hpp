@@ -70,7 +70,7 @@ inline void executor::run_rows(const plan::kernel& kr, const kernel_grid& g, std
   const std::size_t stride = (per_pass * inner + 16) * 4;
   unsigned char* tiles = thread_scratch(t);
   const void** tile_of = tile_pointers(t);
-  const bool softmax = g.softmax.found() && softmax_rows_applies();
+  const bool softmax = g.softmax.found() && prim::softmax_rows_applies();
   for (std::size_t o = begin; o < end; o += per_pass) {
     const std::size_t rows = std::min(per_pass, end - o);
     if (o + rows < end) prefetch_streams(g, (o + rows) * inner, std::min(per_pass, end - o - rows) * inner);
@@ -130,7 +130,7 @@ inline void executor::run_rows(const plan::kernel& kr, const kernel_grid& g, std
 
 // The members softmax_span `span` holds, on rows [o, o + rows): y straight into its storage when it is
 // the root and the last member (as run_rows does), else into its tile. Returns y's member index.
-inline int executor::run_softmax(const plan::kernel& kr, const softmax_span& span, std::size_t o, std::size_t rows, unsigned char* tiles,
+inline int executor::run_softmax(const plan::kernel& kr, const prim::softmax_span& span, std::size_t o, std::size_t rows, unsigned char* tiles,
                                  std::size_t stride, const void** tile_of) const {
   const int* member = p_.members + kr.first_member;
   const int y = member[span.last];
@@ -138,7 +138,7 @@ inline int executor::run_softmax(const plan::kernel& kr, const softmax_span& spa
                   ? static_cast<unsigned char*>(storage(y)) + o * kr.inner * sizeof(float)
                   : member_tile(kr, span.last, tiles, stride);
   const auto* x = static_cast<const float*>(operand_tile(kr, span.x, ir::dtype_code::f32, o * kr.inner, rows * kr.inner, tiles, tile_of));
-  softmax_rows(nd(member[span.first]), nd(member[span.sum]), x, static_cast<float*>(out), rows, kr.inner);
+  prim::softmax_rows(nd(member[span.first]), nd(member[span.sum]), x, static_cast<float*>(out), rows, kr.inner);
   tile_of[span.last] = out;
   return span.last;
 }

@@ -17,7 +17,7 @@
 #include "tessel/run/derived_plan.hpp"
 #include "tessel/run/executor.hpp"
 #include "tessel/run/grid.hpp"
-#include "tessel/run/softmax_rows.hpp"
+#include "tessel/prim/family/softmax_rows.hpp"
 #include "tessel/run/tiles.hpp"
 
 namespace tessel::run {
@@ -461,7 +461,7 @@ class executor {
   void prefetch_streams(const kernel_grid& g, std::size_t first, std::size_t n) const;
   void run_row(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const;
   void run_rows(const plan::kernel& kr, const kernel_grid& g, std::size_t begin, std::size_t end, std::size_t t) const;
-  int run_softmax(const plan::kernel& kr, const softmax_span& span, std::size_t o, std::size_t rows, unsigned char* tiles,
+  int run_softmax(const plan::kernel& kr, const prim::softmax_span& span, std::size_t o, std::size_t rows, unsigned char* tiles,
                   std::size_t stride, const void** tile_of) const;
   void evaluate_by_rows(const ir::node& node, const void* const* in, unsigned splats, unsigned per_row, std::size_t rows,
                         std::size_t inner, void* out) const;

@@ -10,6 +10,10 @@
 // (prim/family/reduce-inl.hpp), the shift, e^x and the division their rules on the same SIMD batches,
 // which is why it runs only where the members would take those batches: rows a whole number of 16-float
 // vectors long (no scalar tail), e^x on its xsimd path (kernels::forced_math_path or default_path).
+//
+// The pattern and the routine name primitives, so they live here, among the primitives; the executor
+// (run/loops.hpp) asks for the span and runs it without naming any. Included only where the executor is
+// compiled (it parses xsimd).
 
 #include <cstddef>
 #include <string_view>
@@ -17,11 +21,10 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tessel/kernels/hwy_math.hpp"
-#include "tessel/plan/plan.hpp"
 #include "tessel/prim/all.hpp"
 #include "tessel/prim/family/elementwise-inl.hpp"
 
-namespace tessel::run {
+namespace tessel::prim {
 
 // Members [first, last] of a row kernel that are a softmax of member or value x:
 //   r1 = reduce_max(x), [stop_gradient(r1),] b1 = broadcast(.), s = sub(x, b1), e = exp(s),
@@ -34,44 +37,37 @@ struct softmax_span {
   bool found() const { return first >= 0; }
 };
 
-// The softmax in row kernel kr, if it holds one the routine can run: all f32, rows a multiple of 16
-// floats, and nothing after it reading (nor the kernel storing) anything of it but y. `whole_rows(id)`
-// says whether value x's tile holds its rows whole (a member broadcast may hold one value per row).
-template <class WholeRows>
-softmax_span find_softmax(const plan::plan_view& p, const plan::kernel& kr, WholeRows whole_rows) {
-  if (kr.kind != plan::kernel_kind::row || kr.inner == 0 || kr.inner % 16 != 0) return {};
-  const int* member = p.members + kr.first_member;
-  const int count = kr.member_count;
-  auto node = [&](int j) -> const ir::node& { return p.node(member[j]); };
+// The softmax among a row kernel's `count` members (member(j): the j-th member's node id; node(id): a node
+// of the program), if they hold one the routine can run: all f32, rows of `row_shape` a multiple of 16
+// floats long (`inner`), and `fits(span)`, what the plan must allow besides (x's tile holding its rows
+// whole; r1 .. b2 read by nothing but each other, neither stored nor the kernel's root).
+template <class Member, class Node, class Fits>
+softmax_span find_softmax(int count, Member member, Node node, const ir::dims& row_shape, std::size_t inner, Fits fits) {
+  if (inner == 0 || inner % 16 != 0) return {};
   auto is = [&](int j, std::string_view name, bool full) {  // full: of the row kernel's shape, else one value per row
     if (j >= count) return false;
-    const ir::node& n = node(j);
-    if (n.prim->name != name || n.dtype != ir::dtype_code::f32 || (n.shape == kr.row_shape) != full) return false;
+    const ir::node& n = node(member(j));
+    if (n.prim->name != name || n.dtype != ir::dtype_code::f32 || (n.shape == row_shape) != full) return false;
     for (std::size_t a = 0; a < n.arity; ++a)
-      if (p.node(n.operand(a)).dtype != ir::dtype_code::f32) return false;
+      if (node(n.operand(a)).dtype != ir::dtype_code::f32) return false;
     return true;
   };
-  auto reads = [&](int j, std::size_t a, int k) { return node(j).operand(a) == member[k]; };
+  auto reads = [&](int j, std::size_t a, int k) { return node(member(j)).operand(a) == member(k); };
   for (int m = 0; m < count; ++m) {
     if (!is(m, "reduce_max", false)) continue;
-    const int x = node(m).operand(0);
-    if (p.node(x).shape != kr.row_shape || !whole_rows(x)) continue;
+    const int x = node(member(m)).operand(0);
+    if (node(x).shape != row_shape) continue;
     int j = m + 1;
     if (is(j, "stop_gradient", false) && reads(j, 0, j - 1)) ++j;
     const int b1 = j, s = j + 1, e = j + 2, r2 = j + 3, b2 = j + 4, y = j + 5;
     if (!is(b1, "broadcast_in_dim", true) || !reads(b1, 0, b1 - 1)) continue;
-    if (!is(s, "sub", true) || node(s).operand(0) != x || !reads(s, 1, b1)) continue;
+    if (!is(s, "sub", true) || node(member(s)).operand(0) != x || !reads(s, 1, b1)) continue;
     if (!is(e, "exp", true) || !reads(e, 0, s)) continue;
     if (!is(r2, "reduce_sum", false) || !reads(r2, 0, e)) continue;
     if (!is(b2, "broadcast_in_dim", true) || !reads(b2, 0, r2)) continue;
     if (!is(y, "div", true) || !reads(y, 0, e) || !reads(y, 1, b2)) continue;
-    bool inside = true;  // r1 .. b2 read only by each other, neither stored nor the root
-    for (int k = m; k < y && inside; ++k) {
-      inside = member[k] != kr.root && !plan::stored_member(p, kr, member[k]);
-      for (int later = y + 1; later < count && inside; ++later)
-        for (std::size_t a = 0; a < node(later).arity; ++a) inside = inside && node(later).operand(a) != member[k];
-    }
-    if (inside) return {m, y, x, r2};
+    const softmax_span span{m, y, x, r2};
+    if (fits(span)) return span;
   }
   return {};
 }
@@ -79,7 +75,7 @@ softmax_span find_softmax(const plan::plan_view& p, const plan::kernel& kr, Whol
 // Whether e^x takes its xsimd path now, as the routine computes it.
 inline bool softmax_rows_applies() {
   kernels::math_path path = kernels::forced_math_path();
-  if (path == kernels::math_path::automatic) path = prim::default_path<prim::exp_rule>();
+  if (path == kernels::math_path::automatic) path = default_path<exp_rule>();
   return path == kernels::math_path::xsimd;
 }
 
@@ -97,13 +93,13 @@ inline void softmax_rows(const ir::node& max, const ir::node& sum, const float* 
     max.prim->reduce_row(max, x, inner, &most);
     const batch shift(most);
     for (std::size_t i = 0; i < inner; i += batch::size)
-      prim::exp_rule::apply(prim::sub_rule::apply(batch::load_unaligned(x + i), shift)).store_unaligned(y + i);
+      exp_rule::apply(sub_rule::apply(batch::load_unaligned(x + i), shift)).store_unaligned(y + i);
     sum.prim->init(sum, &total, 1);
     sum.prim->reduce_row(sum, y, inner, &total);
     const batch divisor(total);
     for (std::size_t i = 0; i < inner; i += batch::size)
-      prim::div_rule::apply(batch::load_unaligned(y + i), divisor).store_unaligned(y + i);
+      div_rule::apply(batch::load_unaligned(y + i), divisor).store_unaligned(y + i);
   }
 }
 
-}  // namespace tessel::run
+}  // namespace tessel::prim
