@@ -48,6 +48,11 @@ TEST(Elementwise, NegationOperator) {
   check_unary([](auto x) { return -x; }, [](double v) { return -v; }, -5, 5, 0);
 }
 
+// cbrt's table row checks it on positive arguments (where its gradient is checked too); its negatives here.
+TEST(Elementwise, CbrtOfNegatives) {
+  check_unary([](auto x) { return tessel::cbrt(x); }, [](double v) { return std::cbrt(v); }, -30, -0.1, 2);
+}
+
 TEST(Elementwise, ErfInvInvertsErf) {
   const auto x = random_tensor<float, shape<101>>(3, -0.95, 0.95);
   const auto y = jit([](auto v) { return tessel::erf(tessel::erf_inv(v)); })(x);
