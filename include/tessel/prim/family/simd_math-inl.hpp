@@ -47,7 +47,16 @@ V exp(const V& x) {
 #endif
   return xsimd::exp(x);
 }
-template <Batch V> [[gnu::always_inline]] inline V floor(const V& x) { return xsimd::floor(x); }
+template <Batch V>
+[[gnu::always_inline]] inline V floor(const V& x) {
+#if XSIMD_WITH_SSE4_1
+  return xsimd::floor(x);  // roundps and its successors: -0 stays -0
+#else
+  // Without SSE4.1 (a plain x86-64 build) xsimd floors by converting to integers and back, which makes -0
+  // +0; floor(-0) is -0 (IEEE, JAX, the scalar path), and -0 is the only argument whose floor is -0.
+  return xsimd::select(x == V(0.0f), x, xsimd::floor(x));
+#endif
+}
 template <Batch V> [[gnu::always_inline]] inline V abs(const V& x) { return xsimd::abs(x); }
 template <class C, Batch V> [[gnu::always_inline]] inline V select(const C& c, const V& a, const V& b) { return xsimd::select(c, a, b); }
 
