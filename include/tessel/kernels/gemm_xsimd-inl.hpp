@@ -34,9 +34,21 @@ struct xsimd_blocking {
   static constexpr std::size_t nc = nr * 64;
 };
 
-// One call's packed panels, for every kernel of the library: the Highway kernels size their NC to fit.
-inline constexpr std::size_t scratch_floats =
-    xsimd_blocking::kc * xsimd_blocking::nc + xsimd_blocking::mc * xsimd_blocking::kc + xsimd_blocking::mr * xsimd_blocking::nr;
+// The panels of one call of a blocking: B's KC x NC, A's MC x KC and a C tile.
+template <class Blocking>
+constexpr std::size_t panel_floats() {
+  return Blocking::kc * Blocking::nc + Blocking::mc * Blocking::kc + Blocking::mr * Blocking::nr;
+}
+
+// xsimd's blocking where its batches are 16 floats (AVX-512).
+struct xsimd_blocking_16 {
+  static constexpr std::size_t nr = 32, mr = 12, kc = xsimd_blocking::kc, mc = mr * 8, nc = nr * 64;
+};
+
+// One call's packed panels, for every kernel of the library: the Highway kernels size their NC to fit. At
+// least what a 16-lane xsimd build takes, whatever this build's xsimd width: a plain x86-64 build (xsimd SSE2,
+// 4 lanes) still runs Highway's AVX-512 kernels, which a scratch sized for SSE2 cut to NC 160 (960 natively).
+inline constexpr std::size_t scratch_floats = std::max(panel_floats<xsimd_blocking>(), panel_floats<xsimd_blocking_16>());
 
 inline void pack_b(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc, float* out) {
   constexpr std::size_t nr = xsimd_blocking::nr;
