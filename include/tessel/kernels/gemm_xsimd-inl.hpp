@@ -25,13 +25,19 @@
 
 namespace tessel::kernels::detail {
 
-struct xsimd_blocking {
-  using batch = xsimd::batch<float>;
-  static constexpr std::size_t nr = 2 * batch::size;
-  static constexpr std::size_t mr = batch::size >= 16 ? 12 : 6;  // 24 accumulators of 32 zmm; 12 of 16 otherwise
+// xsimd's blocking for batches of `Lanes` floats.
+template <std::size_t Lanes>
+struct xsimd_blocking_of {
+  static constexpr std::size_t nr = 2 * Lanes;
+  static constexpr std::size_t mr = Lanes >= 16 ? 12 : 6;  // 24 accumulators of 32 zmm; 12 of 16 otherwise
   static constexpr std::size_t kc = 256;
   static constexpr std::size_t mc = mr * 8;
   static constexpr std::size_t nc = nr * 64;
+};
+
+// This build's.
+struct xsimd_blocking : xsimd_blocking_of<xsimd::batch<float>::size> {
+  using batch = xsimd::batch<float>;
 };
 
 // The panels of one call of a blocking: B's KC x NC, A's MC x KC and a C tile.
@@ -40,15 +46,11 @@ constexpr std::size_t panel_floats() {
   return Blocking::kc * Blocking::nc + Blocking::mc * Blocking::kc + Blocking::mr * Blocking::nr;
 }
 
-// xsimd's blocking where its batches are 16 floats (AVX-512).
-struct xsimd_blocking_16 {
-  static constexpr std::size_t nr = 32, mr = 12, kc = xsimd_blocking::kc, mc = mr * 8, nc = nr * 64;
-};
-
 // One call's packed panels, for every kernel of the library: the Highway kernels size their NC to fit. At
-// least what a 16-lane xsimd build takes, whatever this build's xsimd width: a plain x86-64 build (xsimd SSE2,
-// 4 lanes) still runs Highway's AVX-512 kernels, which a scratch sized for SSE2 cut to NC 160 (960 natively).
-inline constexpr std::size_t scratch_floats = std::max(panel_floats<xsimd_blocking>(), panel_floats<xsimd_blocking_16>());
+// least what a 16-lane (AVX-512) xsimd build takes, whatever this build's xsimd width: a plain x86-64 build
+// (xsimd SSE2, 4 lanes) still runs Highway's AVX-512 kernels, which a scratch sized for SSE2 cut to NC 160
+// (960 natively).
+inline constexpr std::size_t scratch_floats = std::max(panel_floats<xsimd_blocking>(), panel_floats<xsimd_blocking_of<16>>());
 
 inline void pack_b(const matrix_view& b, std::size_t k0, std::size_t kc, std::size_t n0, std::size_t nc, float* out) {
   constexpr std::size_t nr = xsimd_blocking::nr;
