@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::distributed {
@@ -22,6 +23,10 @@ struct state {
   std::uint64_t collectives = 0;  // collectives so far: every process counts the same
   int index = 0, count = 1;
   MPI_Comm comm = MPI_COMM_NULL;  // tessel's own (a duplicate of MPI_COMM_WORLD): the program's messages never meet ours
+  // A collective's headers and requests, kept from call to call: a small one allocates nothing.
+  std::vector<int> peers;
+  std::vector<std::uint64_t> theirs, mine;
+  std::vector<MPI_Request> headers, data, sends;
 };
 state& run_state() {
   static state s;
@@ -62,110 +67,102 @@ std::string waited(std::uint64_t collective, const char* what) {
          " s for the other processes: ";
 }
 
-// The data of a collective whose check every process passed: a collective request cannot say which process
-// is missing, so the message names the others.
-void wait_for_data(MPI_Request& request, const char* what, std::uint64_t collective) {
-  if (wait_until_deadline(&request, 1)) return;
-  const state& s = run_state();
-  std::string others;
-  for (int p = 0; p < s.count; ++p)
-    if (p != s.index) others += (others.empty() ? "" : ", ") + std::to_string(p);
-  fail(waited(collective, what) + (s.count == 2 ? "process " + others + " has" : "one of processes " + others + " has") +
-       " died or stopped while the data moved; ending the run");
+// The processes whose requests (one per process of `peers`, or `per_peer` each) have not finished.
+std::string pending(MPI_Request* requests, const std::vector<int>& peers, int per_peer) {
+  std::string names;
+  for (std::size_t k = 0; k < peers.size(); ++k) {
+    bool done_all = true;
+    for (int r = 0; r < per_peer; ++r) {
+      int done = 0;
+      MPI_Test(&requests[k * per_peer + r], &done, MPI_STATUS_IGNORE);
+      done_all = done_all && done;
+    }
+    if (!done_all) names += (names.empty() ? "process " : ", ") + std::to_string(peers[k]);
+  }
+  return names.empty() ? "one of the other processes" : names;
 }
 
-// Every process sends every other its collective number, program fingerprint and total size (point to
-// point, so that one that never arrives can be named): a process that runs another program, or the same
-// one built or set up otherwise, or over another mesh, is found here before any data moves; one that died,
-// stopped or stalled before this collective, by the deadline. Returns the collective's number.
-std::uint64_t check_same_collective(std::uint64_t program, std::size_t bytes, const char* what) {
+// One collective between processes, point to point on tessel's communicator: to every other process q this
+// one sends a header (the collective's number, the program's fingerprint, the bytes that follow) and then
+// its block for q, `out(q)`; from every p it takes p's header and then p's block, straight into `in(p)`
+// (its own block stays where it is).
+// Headers and data go out together, so the check costs no round trip of its own. The headers are waited
+// for and checked first: a process running another program (another build, other settings, another mesh)
+// or at another collective is refused before any data is used, and one that never arrives is named. The
+// data has the same deadline, so a process stopped (SIGSTOP) or killed after the check does not leave the
+// others inside MPI, spinning for ever. All on MPI tag 0 (a pipeline's transfers use 1 + their number):
+// between two processes, messages of one tag arrive in the order sent, so a header never meets a data
+// receive.
+template <class Out, class In>
+void swap_blocks(std::uint64_t program, const char* what, Out out, In in) {
   state& s = run_state();
   const std::uint64_t collective = s.collectives++;
-  const std::uint64_t mine[3] = {collective, program, bytes};
-  std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(s.count));
-  std::vector<MPI_Request> requests;  // the receives, process by process, then the sends
-  std::vector<int> from;
-  for (int p = 0; p < s.count; ++p)
-    if (p != s.index) {
-      requests.emplace_back();
-      from.push_back(p);
-      MPI_Irecv(&all[3 * static_cast<std::size_t>(p)], 3, MPI_UINT64_T, p, 0, s.comm, &requests.back());
-    }
-  for (int p = 0; p < s.count; ++p)
-    if (p != s.index) {
-      requests.emplace_back();
-      MPI_Isend(mine, 3, MPI_UINT64_T, p, 0, s.comm, &requests.back());
-    }
-  if (!wait_until_deadline(requests.data(), static_cast<int>(requests.size()))) {
-    std::string missing;
-    for (std::size_t r = 0; r < from.size(); ++r) {
-      int arrived = 0;
-      MPI_Test(&requests[r], &arrived, MPI_STATUS_IGNORE);
-      if (!arrived) missing += (missing.empty() ? "process " : ", ") + std::to_string(from[r]);
-    }
-    fail(waited(collective, what) + (missing.empty() ? std::string("one has died or stopped") : missing + " has not reached it") +
-         " (died, stopped, or stuck before it); ending the run");
+  const auto here = [&] { return "collective " + std::to_string(collective) + " (" + what + "): "; };
+  for (int p : s.peers)
+    if (out(p).second > static_cast<std::size_t>(INT_MAX) || in(p).second > static_cast<std::size_t>(INT_MAX))
+      fail(here() + "moves a block of more than one MPI message holds (2^31 - 1 bytes)");
+  const std::vector<int>& peers = s.peers;
+  const std::size_t n = peers.size();
+  std::uint64_t *theirs = s.theirs.data(), *mine = s.mine.data();
+  MPI_Request *headers = s.headers.data(), *data = s.data.data(), *sends = s.sends.data();
+  for (std::size_t k = 0; k < n; ++k) {
+    MPI_Irecv(&theirs[3 * k], 3, MPI_UINT64_T, peers[k], 0, s.comm, &headers[k]);
+    MPI_Irecv(in(peers[k]).first, static_cast<int>(in(peers[k]).second), MPI_BYTE, peers[k], 0, s.comm, &data[k]);
   }
-  std::copy(mine, mine + 3, &all[3 * static_cast<std::size_t>(s.index)]);
-  const std::string here = "collective " + std::to_string(collective) + " (" + what + "): ";
-  for (int p = 0; p < s.count; ++p) {
-    const std::uint64_t* theirs = &all[3 * static_cast<std::size_t>(p)];
-    if (theirs[0] != collective)
-      fail(here + "process " + std::to_string(p) + " is at its collective " + std::to_string(theirs[0]) +
+  for (std::size_t k = 0; k < n; ++k) {
+    mine[3 * k] = collective, mine[3 * k + 1] = program, mine[3 * k + 2] = out(peers[k]).second;
+    MPI_Isend(&mine[3 * k], 3, MPI_UINT64_T, peers[k], 0, s.comm, &sends[2 * k]);
+    MPI_Isend(out(peers[k]).first, static_cast<int>(out(peers[k]).second), MPI_BYTE, peers[k], 0, s.comm, &sends[2 * k + 1]);
+  }
+
+  if (!wait_until_deadline(headers, static_cast<int>(n)))
+    fail(waited(collective, what) + pending(headers, peers, 1) + " has not reached it (died, stopped, or stuck before it); ending the run");
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::string p = std::to_string(peers[k]);
+    if (theirs[3 * k] != collective)
+      fail(here() + "process " + p + " is at its collective " + std::to_string(theirs[3 * k]) +
            "; every process must run the same programs in the same order");
-    if (theirs[1] != program)
-      fail(here + "this process runs program " + hex(program) + ", process " + std::to_string(p) + " runs program " + hex(theirs[1]) +
+    if (theirs[3 * k + 1] != program)
+      fail(here() + "this process runs program " + hex(program) + ", process " + p + " runs program " + hex(theirs[3 * k + 1]) +
            "; the fingerprint covers the program, its mesh and layouts, the compiler, the instruction sets and the kernel "
            "settings (TESSEL_MATH_PATH, TESSEL_BF16_PRODUCTS): start every process from the same binary, with the same settings, on "
            "machines of one kind");
-    if (theirs[2] != bytes)
-      fail(here + "this process sends " + std::to_string(bytes) + " bytes, process " + std::to_string(p) + " sends " +
-           std::to_string(theirs[2]) + "; every process must run the same program over the same mesh");
+    if (theirs[3 * k + 2] != in(peers[k]).second)
+      fail(here() + "this process takes " + std::to_string(in(peers[k]).second) + " bytes from process " + p + ", which sends " +
+           std::to_string(theirs[3 * k + 2]) + "; every process must run the same program over the same mesh");
   }
-  if (bytes > static_cast<std::size_t>(INT_MAX))
-    fail(here + "moves " + std::to_string(bytes) + " bytes, more than one MPI message holds (2^31 - 1)");
-  return collective;
+  const char* lost = " has died or stopped while the data moved; ending the run";
+  if (!wait_until_deadline(data, static_cast<int>(n))) fail(waited(collective, what) + pending(data, peers, 1) + lost);
+  if (!wait_until_deadline(sends, static_cast<int>(2 * n))) fail(waited(collective, what) + pending(sends, peers, 2) + lost);
 }
 
-std::vector<int> as_ints(const std::size_t* values) {
-  std::vector<int> out(static_cast<std::size_t>(run_state().count));
-  for (std::size_t q = 0; q < out.size(); ++q) out[q] = static_cast<int>(values[q]);
-  return out;
-}
-std::size_t total(const std::size_t* values) {
-  std::size_t n = 0;
-  for (int q = 0; q < run_state().count; ++q) n += values[q];
-  return n;
-}
+using block = std::pair<void*, std::size_t>;
+using sent_block = std::pair<const void*, std::size_t>;
+std::byte* bytes_at(void* base, std::size_t offset) { return static_cast<std::byte*>(base) + offset; }
+const std::byte* bytes_at(const void* base, std::size_t offset) { return static_cast<const std::byte*>(base) + offset; }
 
-// The data's own calls are non-blocking too, waited on with the same deadline: a process stopped (SIGSTOP)
-// or killed after the check must not leave the others inside a blocking MPI call, spinning for ever.
 void all_gather(std::uint64_t program, const void* send, std::size_t bytes, void* received) {
-  const std::uint64_t collective = check_same_collective(program, bytes, "all_gather");
-  MPI_Request request;
-  MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, received, static_cast<int>(bytes), MPI_BYTE, run_state().comm, &request);
-  wait_for_data(request, "all_gather", collective);
+  swap_blocks(
+      program, "all_gather", [&](int) { return sent_block{send, bytes}; },
+      [&](int p) { return block{bytes_at(received, static_cast<std::size_t>(p) * bytes), bytes}; });
 }
 
 void exchange(std::uint64_t program, const void* send, const std::size_t* sizes, const std::size_t* offsets, void* received,
               const std::size_t* received_sizes, const std::size_t* received_offsets) {
-  const std::uint64_t collective = check_same_collective(program, total(sizes), "exchange");
-  const std::vector<int> n = as_ints(sizes), at = as_ints(offsets), rn = as_ints(received_sizes), rat = as_ints(received_offsets);
-  MPI_Request request;
-  MPI_Ialltoallv(send, n.data(), at.data(), MPI_BYTE, received, rn.data(), rat.data(), MPI_BYTE, run_state().comm, &request);
-  wait_for_data(request, "exchange", collective);
+  swap_blocks(
+      program, "exchange", [&](int q) { return sent_block{bytes_at(send, offsets[q]), sizes[q]}; },
+      [&](int p) { return block{bytes_at(received, received_offsets[p]), received_sizes[p]}; });
 }
 
 void gather_blocks(std::uint64_t program, void* buffer, const std::size_t* sizes, const std::size_t* offsets) {
-  const std::uint64_t collective = check_same_collective(program, total(sizes), "gather_blocks");
-  const std::vector<int> n = as_ints(sizes), at = as_ints(offsets);
-  MPI_Request request;
-  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, n.data(), at.data(), MPI_BYTE, run_state().comm, &request);
-  wait_for_data(request, "gather_blocks", collective);
+  const int index = run_state().index;
+  swap_blocks(
+      program, "gather_blocks", [&](int) { return sent_block{bytes_at(buffer, offsets[index]), sizes[index]}; },
+      [&](int p) { return block{bytes_at(buffer, offsets[p]), sizes[p]}; });
 }
 
 // Point to point, for a pipeline's stages: each message is a header (program, tag, bytes) and the data, on
-// MPI tag 1 + tag (0 is the collectives' checks), so that a receive takes its own message whatever the
+// MPI tag 1 + tag (0 is the collectives'), so that a receive takes its own message whatever the
 // order they were sent in. Sends are not waited for when made: two stages sending to each other at once
 // (an activation one way, a cotangent the other) would each wait for the other's receive.
 struct pending_send {
@@ -251,6 +248,11 @@ void start(int* argc, char*** argv, options o) {
   if (provided < MPI_THREAD_FUNNELED) fail("this MPI library does not let a threaded program call it (MPI_THREAD_FUNNELED)");
   if (!(o.timeout_seconds > 0)) fail("options::timeout_seconds must be positive");
   s.timeout_seconds = o.timeout_seconds;
+  for (int p = 0; p < s.count; ++p)
+    if (p != s.index) s.peers.push_back(p);
+  const std::size_t others = s.peers.size();
+  s.theirs.resize(3 * others), s.mine.resize(3 * others);
+  s.headers.resize(others), s.data.resize(others), s.sends.resize(2 * others);
   std::atexit(finalize_at_exit);
   kernels::install_process_transport(
       {static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.count), &all_gather, &exchange, &gather_blocks, &send, &receive, &flush});

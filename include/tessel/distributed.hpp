@@ -12,10 +12,11 @@
 // A collective over an axis that spans processes gathers every process's inputs into every process and
 // then adds in the same fixed order as on one host, so 2 processes x 2 devices give results bit-identical
 // to 1 process x 4 devices (kernels/collective.hpp). Every wait has a deadline: a process that dies or
-// stops answering ends the whole run with an error naming the collective, not a hang. Before any data
-// moves, the processes compare a fingerprint of the program, its mesh and layouts, and each one's build and
-// kernel settings (shard_map.hpp): one started from another program, flags or settings, even with
-// collectives of the same sizes, ends the run with an error naming both fingerprints.
+// stops answering ends the whole run with an error naming the collective, not a hang. Every block a
+// process sends carries a fingerprint of the program, its mesh and layouts, and the sender's build and
+// kernel settings (shard_map.hpp), checked before the block is used: one started from another program,
+// flags or settings, even with collectives of the same sizes, ends the run with an error naming both
+// fingerprints.
 //
 // Only this header and the library tessel::distributed (src/distributed.cpp, linked with MPI) know MPI;
 // tessel.hpp does not include it. Without init a program is one process (process_count() is 1).

@@ -254,8 +254,9 @@ class save_exchange {
     std::vector<std::byte> received(report_.size() * run.count);
     run.all_gather(program_, mine.data(), mine.size(), received.data());
     for (std::size_t p = 0; p < run.count; ++p)
-      all.emplace_back(received.begin() + static_cast<std::ptrdiff_t>(p * report_.size()),
-                       received.begin() + static_cast<std::ptrdiff_t>((p + 1) * report_.size()));
+      if (p == run.index) all.push_back(mine);
+      else all.emplace_back(received.begin() + static_cast<std::ptrdiff_t>(p * report_.size()),
+                            received.begin() + static_cast<std::ptrdiff_t>((p + 1) * report_.size()));
     return all;
   }
 

@@ -24,10 +24,11 @@ namespace tessel::kernels {
 
 // How this process exchanges bytes with the other processes of a run (none installed: the run is one
 // process). Each call is made by every process in the same order, with the same `program` (the
-// fingerprint of the program it belongs to: its nodes, mesh, layout and build, shard_map.hpp) and the
-// same `bytes` (the total of the sizes given), which the transport checks before it moves any data.
-// None returns a failure or waits forever: it ends the run with an error.
-//   all_gather: every process's `bytes` (process order) into every process's `received`;
+// fingerprint of the program it belongs to: its nodes, mesh, layout and build, shard_map.hpp); every block
+// travels with the collective's number, the program and its size, which the receiver checks before it uses
+// any data. Only the other processes' blocks move: this process's own block stays where it is (the caller
+// has it). None returns a failure or waits forever: it ends the run with an error.
+//   all_gather: this process's `bytes` to every other process, process p's into `received` at p * bytes;
 //   exchange:   block q of `send` (sizes[q] bytes at offsets[q]) to process q, and process q's block for
 //               this one into `received` at received_offsets[q] (received_sizes[q] bytes);
 //   gather_blocks: this process's block (sizes[index] bytes at offsets[index] of `buffer`) to every

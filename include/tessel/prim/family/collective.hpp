@@ -288,11 +288,11 @@ void all_reduce_over_processes(std::uint64_t program, reduction op, const group&
     received_sizes[q] = mine;
     received_offsets[q] = j * mine;
   }
-  static std::vector<unsigned char> chunks;  // every member's chunk `me`, in member order
+  static std::vector<unsigned char> chunks;  // every other member's chunk `me`, in member order
   if (chunks.size() < n * mine) chunks.resize(n * mine);
   t.exchange(program, in, sizes.data(), offsets.data(), chunks.data(), received_sizes.data(), received_offsets.data());
   std::array<const void*, max_mesh_devices> ins{};
-  for (std::size_t j = 0; j < n; ++j) ins[j] = chunks.data() + j * mine;
+  for (std::size_t j = 0; j < n; ++j) ins[j] = j == me ? static_cast<const unsigned char*>(in) + first[me] * sizeof(T) : chunks.data() + j * mine;
   reduce_in_order<T>(op, ins.data(), n, 0, first[me + 1] - first[me], static_cast<T*>(out) + first[me]);
   t.gather_blocks(program, out, sizes.data(), offsets.data());
 }
