@@ -1,7 +1,8 @@
-// tessel's all-reduce between processes (a psum over a mesh axis that spans them, run by shard_map: the
-// gather over MPI, then the sum in the fixed order) against OpenMPI's MPI_Allreduce on the same buffers,
-// alternating, in one run. Reports both times and tessel's speed relative to MPI (MPI time / tessel time).
-//   mpirun -np 2 bench_processes_allreduce      (bench/collectives.sh runs it)
+// tessel's all-reduce between processes (a psum over a mesh axis that spans them, run by shard_map: each
+// process sums its half of the elements in the fixed order and sends it to the other, through shared memory
+// on one host or by MPI) against OpenMPI's MPI_Allreduce on the same buffers, alternating, in one run.
+// Reports both times and tessel's speed relative to MPI (MPI time / tessel time).
+//   mpirun -np 2 bench_processes_allreduce      (bench/collectives.sh runs it; TESSEL_SHARED_MEMORY=0: MPI only)
 #include <mpi.h>
 
 #include <algorithm>
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
   tessel::distributed::init(argc, argv);
   if (tessel::distributed::process_count() != 2) tessel::distributed::abort("run it with mpirun -np 2");
   compare<1024>();            // 4 KiB
+  compare<16 << 10>();        // 64 KiB: halves of 32 KiB, through shared memory on one host
+  compare<64 << 10>();        // 256 KiB: halves of 128 KiB, by MPI
   compare<256 << 10>();       // 1 MiB
   compare<4 << 20>();         // 16 MiB
   compare<16 << 20>();        // 64 MiB

@@ -31,16 +31,17 @@ function(tessel_add_judged_test name label)
   set_tests_properties(${name} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77 TIMEOUT 900)
 endfunction()
 
-# tessel_add_mpi_test(<name> LABEL <label> PROCESSES <n> TIMEOUT <seconds> TARGET <executable> [ARGS <args...>])
+# tessel_add_mpi_test(<name> LABEL <label> PROCESSES <n> TIMEOUT <seconds> TARGET <executable> [ARGS <args...>]
+#                     [ENVIRONMENT <VAR=value...>])
 # The executable under mpirun -n <n> (oversubscribed: more processes than cores), with the environment
-# every mpirun test needs (TESSEL_MPI_ENVIRONMENT) and 2 of ctest's processors.
+# every mpirun test needs (TESSEL_MPI_ENVIRONMENT, and ENVIRONMENT's) and 2 of ctest's processors.
 function(tessel_add_mpi_test name)
-  cmake_parse_arguments(arg "" "LABEL;PROCESSES;TIMEOUT;TARGET" "ARGS" ${ARGN})
+  cmake_parse_arguments(arg "" "LABEL;PROCESSES;TIMEOUT;TARGET" "ARGS;ENVIRONMENT" ${ARGN})
   add_test(NAME ${name}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_PROCESSES} --oversubscribe ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:${arg_TARGET}> ${arg_ARGS} ${MPIEXEC_POSTFLAGS})
-  set_tests_properties(${name} PROPERTIES LABELS ${arg_LABEL} TIMEOUT ${arg_TIMEOUT} PROCESSORS 2
-                       ENVIRONMENT "${TESSEL_MPI_ENVIRONMENT}")
+  set(environment ${TESSEL_MPI_ENVIRONMENT} ${arg_ENVIRONMENT})
+  set_tests_properties(${name} PROPERTIES LABELS ${arg_LABEL} TIMEOUT ${arg_TIMEOUT} PROCESSORS 2 ENVIRONMENT "${environment}")
 endfunction()
 
 # tessel_add_test(<name> LABEL <label> SOURCES <files...> [HEAVY] [KERNELS])

@@ -1,10 +1,14 @@
 // tessel::distributed over MPI: the process transport of kernels/collective.hpp.
 #include "tessel/distributed.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -18,15 +22,29 @@
 namespace tessel::distributed {
 namespace {
 
+// Between two processes of one host, in shared memory: the sender waits until `taken` holds the number of
+// the collective before this one, writes the header (and a block of at most mailbox_bytes) and stores the
+// collective's number + 1 in `ready`; the receiver waits for that stamp, reads, and stores it in `taken`.
+constexpr std::size_t mailbox_bytes = std::size_t{64} << 10;
+struct mailbox {
+  alignas(64) std::uint64_t ready;
+  alignas(64) std::uint64_t taken;
+  alignas(64) std::uint64_t header[3];  // collective, program, bytes
+  alignas(64) std::byte data[mailbox_bytes];
+};
+
 struct state {
   double timeout_seconds = 30;
   std::uint64_t collectives = 0;  // collectives so far: every process counts the same
   int index = 0, count = 1;
   MPI_Comm comm = MPI_COMM_NULL;  // tessel's own (a duplicate of MPI_COMM_WORLD): the program's messages never meet ours
   // A collective's headers and requests, kept from call to call: a small one allocates nothing.
-  std::vector<int> peers;
+  std::vector<int> peers;  // the other processes
+  std::vector<char> left;  // the peers still waited for
   std::vector<std::uint64_t> theirs, mine;
   std::vector<MPI_Request> headers, data, sends;
+  mailbox* mailboxes = nullptr;  // when every process runs on this host: count x count, mailboxes[from * count + to]
+  mailbox& box(int from, int to) const { return mailboxes[static_cast<std::size_t>(from) * static_cast<std::size_t>(count) + static_cast<std::size_t>(to)]; }
 };
 state& run_state() {
   static state s;
@@ -67,36 +85,58 @@ std::string waited(std::uint64_t collective, const char* what) {
          " s for the other processes: ";
 }
 
-// The processes whose requests (one per process of `peers`, or `per_peer` each) have not finished.
-std::string pending(MPI_Request* requests, const std::vector<int>& peers, int per_peer) {
-  std::string names;
-  for (std::size_t k = 0; k < peers.size(); ++k) {
-    bool done_all = true;
-    for (int r = 0; r < per_peer; ++r) {
-      int done = 0;
-      MPI_Test(&requests[k * per_peer + r], &done, MPI_STATUS_IGNORE);
-      done_all = done_all && done;
+// Polls until `done(k)` holds for every peer k (MPI progresses inside MPI_Test) or the deadline passes;
+// returns the processes still waited for, "" when none.
+template <class Done>
+std::string wait_for_peers(Done done) {
+  state& s = run_state();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s.timeout_seconds);
+  std::vector<char>& left = s.left;
+  left.assign(s.peers.size(), 1);
+  for (unsigned polls = 0;; ++polls) {
+    bool any = false;
+    for (std::size_t k = 0; k < left.size(); ++k)
+      if (left[k]) left[k] = !done(k), any = any || left[k];
+    if (!any) return "";
+    if ((polls & 1023) == 1023) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string names;
+        for (std::size_t k = 0; k < left.size(); ++k)
+          if (left[k]) names += (names.empty() ? "process " : ", ") + std::to_string(s.peers[k]);
+        return names;
+      }
+      sched_yield();
     }
-    if (!done_all) names += (names.empty() ? "process " : ", ") + std::to_string(peers[k]);
   }
-  return names.empty() ? "one of the other processes" : names;
 }
 
-// One collective between processes, point to point on tessel's communicator: to every other process q this
-// one sends a header (the collective's number, the program's fingerprint, the bytes that follow) and then
-// its block for q, `out(q)`; from every p it takes p's header and then p's block, straight into `in(p)`
-// (its own block stays where it is).
-// Headers and data go out together, so the check costs no round trip of its own. The headers are waited
-// for and checked first: a process running another program (another build, other settings, another mesh)
-// or at another collective is refused before any data is used, and one that never arrives is named. The
-// data has the same deadline, so a process stopped (SIGSTOP) or killed after the check does not leave the
-// others inside MPI, spinning for ever. All on MPI tag 0 (a pipeline's transfers use 1 + their number):
-// between two processes, messages of one tag arrive in the order sent, so a header never meets a data
-// receive.
+bool finished(MPI_Request& request) {
+  int done = 0;
+  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  return done != 0;
+}
+
+std::uint64_t load(std::uint64_t& word) { return std::atomic_ref<std::uint64_t>(word).load(std::memory_order_acquire); }
+void store(std::uint64_t& word, std::uint64_t value) { std::atomic_ref<std::uint64_t>(word).store(value, std::memory_order_release); }
+
+// One collective between processes: to every other process q this one sends a header (the collective's
+// number, the program's fingerprint, the bytes that follow) and its block for q, `out(q)`; from every p it
+// takes p's header and p's block, straight into `in(p)` (its own block stays where it is). Header and data
+// go out together, so the check costs no round trip of its own. The headers are waited for and checked
+// first: a process running another program (another build, other settings, another mesh) or at another
+// collective is refused before any data is used, and one that never arrives is named. The data has the
+// same deadline, so a process stopped (SIGSTOP) or killed after the check does not leave the others
+// spinning for ever.
+//
+// On one host the headers, and the blocks of at most `mailbox_bytes`, go through the mailboxes in shared
+// memory: a store and a load where MPI's shared-memory path costs about a microsecond a message. Larger
+// blocks, and everything between hosts, go by MPI, point to point on tessel's communicator, tag 0 (a
+// pipeline's transfers use 1 + their number): between two processes, messages of one tag arrive in the
+// order sent, so a header never meets a data receive.
 template <class Out, class In>
 void swap_blocks(std::uint64_t program, const char* what, Out out, In in) {
   state& s = run_state();
-  const std::uint64_t collective = s.collectives++;
+  const std::uint64_t collective = s.collectives++, stamp = collective + 1;
   const auto here = [&] { return "collective " + std::to_string(collective) + " (" + what + "): "; };
   for (int p : s.peers)
     if (out(p).second > static_cast<std::size_t>(INT_MAX) || in(p).second > static_cast<std::size_t>(INT_MAX))
@@ -105,18 +145,39 @@ void swap_blocks(std::uint64_t program, const char* what, Out out, In in) {
   const std::size_t n = peers.size();
   std::uint64_t *theirs = s.theirs.data(), *mine = s.mine.data();
   MPI_Request *headers = s.headers.data(), *data = s.data.data(), *sends = s.sends.data();
+  const auto by_mpi = [&](std::size_t bytes) { return s.mailboxes == nullptr || bytes > mailbox_bytes; };
   for (std::size_t k = 0; k < n; ++k) {
-    MPI_Irecv(&theirs[3 * k], 3, MPI_UINT64_T, peers[k], 0, s.comm, &headers[k]);
-    MPI_Irecv(in(peers[k]).first, static_cast<int>(in(peers[k]).second), MPI_BYTE, peers[k], 0, s.comm, &data[k]);
+    if (s.mailboxes == nullptr) MPI_Irecv(&theirs[3 * k], 3, MPI_UINT64_T, peers[k], 0, s.comm, &headers[k]);
+    if (by_mpi(in(peers[k]).second))
+      MPI_Irecv(in(peers[k]).first, static_cast<int>(in(peers[k]).second), MPI_BYTE, peers[k], 0, s.comm, &data[k]);
   }
   for (std::size_t k = 0; k < n; ++k) {
     mine[3 * k] = collective, mine[3 * k + 1] = program, mine[3 * k + 2] = out(peers[k]).second;
-    MPI_Isend(&mine[3 * k], 3, MPI_UINT64_T, peers[k], 0, s.comm, &sends[2 * k]);
-    MPI_Isend(out(peers[k]).first, static_cast<int>(out(peers[k]).second), MPI_BYTE, peers[k], 0, s.comm, &sends[2 * k + 1]);
+    if (s.mailboxes == nullptr) MPI_Isend(&mine[3 * k], 3, MPI_UINT64_T, peers[k], 0, s.comm, &sends[2 * k]);
+    if (by_mpi(out(peers[k]).second))
+      MPI_Isend(out(peers[k]).first, static_cast<int>(out(peers[k]).second), MPI_BYTE, peers[k], 0, s.comm, &sends[2 * k + 1]);
+  }
+  const char* lost = " has died or stopped while the data moved; ending the run";
+  if (s.mailboxes != nullptr) {  // each box is free once its receiver has taken the previous collective's block
+    const std::string late = wait_for_peers([&](std::size_t k) {
+      mailbox& box = s.box(s.index, peers[k]);
+      if (load(box.taken) != collective) return false;
+      std::copy(&mine[3 * k], &mine[3 * k + 3], box.header);
+      if (!by_mpi(out(peers[k]).second)) std::memcpy(box.data, out(peers[k]).first, out(peers[k]).second);
+      store(box.ready, stamp);
+      return true;
+    });
+    if (!late.empty()) fail(waited(collective, what) + late + lost);
   }
 
-  if (!wait_until_deadline(headers, static_cast<int>(n)))
-    fail(waited(collective, what) + pending(headers, peers, 1) + " has not reached it (died, stopped, or stuck before it); ending the run");
+  const std::string missing = s.mailboxes == nullptr ? wait_for_peers([&](std::size_t k) { return finished(headers[k]); })
+                                                     : wait_for_peers([&](std::size_t k) {
+                                                         mailbox& box = s.box(peers[k], s.index);
+                                                         if (load(box.ready) != stamp) return false;
+                                                         std::copy(box.header, box.header + 3, &theirs[3 * k]);
+                                                         return true;
+                                                       });
+  if (!missing.empty()) fail(waited(collective, what) + missing + " has not reached it (died, stopped, or stuck before it); ending the run");
   for (std::size_t k = 0; k < n; ++k) {
     const std::string p = std::to_string(peers[k]);
     if (theirs[3 * k] != collective)
@@ -131,9 +192,18 @@ void swap_blocks(std::uint64_t program, const char* what, Out out, In in) {
       fail(here() + "this process takes " + std::to_string(in(peers[k]).second) + " bytes from process " + p + ", which sends " +
            std::to_string(theirs[3 * k + 2]) + "; every process must run the same program over the same mesh");
   }
-  const char* lost = " has died or stopped while the data moved; ending the run";
-  if (!wait_until_deadline(data, static_cast<int>(n))) fail(waited(collective, what) + pending(data, peers, 1) + lost);
-  if (!wait_until_deadline(sends, static_cast<int>(2 * n))) fail(waited(collective, what) + pending(sends, peers, 2) + lost);
+  if (s.mailboxes != nullptr)
+    for (std::size_t k = 0; k < n; ++k) {
+      mailbox& box = s.box(peers[k], s.index);
+      if (!by_mpi(in(peers[k]).second)) std::memcpy(in(peers[k]).first, box.data, in(peers[k]).second);
+      store(box.taken, stamp);
+    }
+  const std::string unreceived = wait_for_peers([&](std::size_t k) { return !by_mpi(in(peers[k]).second) || finished(data[k]); });
+  if (!unreceived.empty()) fail(waited(collective, what) + unreceived + lost);
+  const std::string unsent = wait_for_peers([&](std::size_t k) {
+    return (s.mailboxes != nullptr || finished(sends[2 * k])) && (!by_mpi(out(peers[k]).second) || finished(sends[2 * k + 1]));
+  });
+  if (!unsent.empty()) fail(waited(collective, what) + unsent + lost);
 }
 
 using block = std::pair<void*, std::size_t>;
@@ -226,6 +296,40 @@ void flush() {
   sends.clear();
 }
 
+// Maps the mailboxes when every process runs on this host (and TESSEL_SHARED_MEMORY is not 0 in any):
+// process 0 creates a shared-memory object, every process maps it, and process 0 removes its name once all
+// have tried, so nothing is left in /dev/shm whatever happens later. If any process cannot, or another
+// host takes part, every collective goes by MPI alone.
+void open_mailboxes(state& s) {
+  MPI_Comm host;
+  MPI_Comm_split_type(s.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int on_host = 0;
+  MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  const char* setting = std::getenv("TESSEL_SHARED_MEMORY");
+  const bool wanted = on_host == s.count && s.count > 1 && !(setting != nullptr && std::string(setting) == "0");
+  const std::size_t bytes = sizeof(mailbox) * static_cast<std::size_t>(s.count) * static_cast<std::size_t>(s.count);
+  char name[64] = {};
+  if (s.index == 0)
+    std::snprintf(name, sizeof name, "/tessel-%d-%llx", static_cast<int>(getpid()),
+                  static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, s.comm);
+  int fd = -1;
+  if (s.index == 0 && wanted) {
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0 && posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) close(fd), fd = -1;  // reserved now: no SIGBUS later
+  }
+  MPI_Barrier(s.comm);
+  if (s.index != 0 && wanted) fd = shm_open(name, O_RDWR, 0);
+  void* at = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (fd >= 0) close(fd);
+  int mapped = at != MAP_FAILED ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &mapped, 1, MPI_INT, MPI_MIN, s.comm);
+  if (s.index == 0 && wanted) shm_unlink(name);
+  if (mapped) s.mailboxes = static_cast<mailbox*>(at);
+  else if (at != MAP_FAILED) munmap(at, bytes);
+}
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -253,6 +357,7 @@ void start(int* argc, char*** argv, options o) {
   const std::size_t others = s.peers.size();
   s.theirs.resize(3 * others), s.mine.resize(3 * others);
   s.headers.resize(others), s.data.resize(others), s.sends.resize(2 * others);
+  open_mailboxes(s);
   std::atexit(finalize_at_exit);
   kernels::install_process_transport(
       {static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.count), &all_gather, &exchange, &gather_blocks, &send, &receive, &flush});
