@@ -80,8 +80,15 @@ bool wait_until_deadline(MPI_Request* requests, int count) {
   }
 }
 
+// The deadline as a person writes it: "3", "0.5", "30".
+std::string timeout_text() {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", run_state().timeout_seconds);
+  return text;
+}
+
 std::string waited(std::uint64_t collective, const char* what) {
-  return "collective " + std::to_string(collective) + " (" + what + ") waited " + std::to_string(run_state().timeout_seconds) +
+  return "collective " + std::to_string(collective) + " (" + what + ") waited " + timeout_text() +
          " s for the other processes: ";
 }
 
@@ -276,7 +283,7 @@ void receive(std::uint64_t program, std::size_t peer, std::uint64_t tag, void* d
   MPI_Irecv(buffer.data(), static_cast<int>(24 + bytes), MPI_BYTE, static_cast<int>(peer), message_tag(tag), run_state().comm, &request);
   const std::string what = std::string(what_it_is) + " (transfer " + std::to_string(tag) + ") from process " + std::to_string(peer);
   if (!wait_until_deadline(&request, 1))
-    fail(what + " waited " + std::to_string(run_state().timeout_seconds) + " s: process " + std::to_string(peer) +
+    fail(what + " waited " + timeout_text() + " s: process " + std::to_string(peer) +
          " has died, stopped or stalled; ending the run");
   if (buffer[0] != program)
     fail(what + ": this process runs program " + hex(program) + ", process " + std::to_string(peer) + " runs program " + hex(buffer[0]) +
@@ -291,7 +298,7 @@ void flush() {
   std::vector<MPI_Request> requests;
   for (pending_send& p : sends) requests.push_back(p.request);
   if (!wait_until_deadline(requests.data(), static_cast<int>(requests.size())))
-    fail("pipeline transfers waited " + std::to_string(run_state().timeout_seconds) + " s to be delivered: a receiving process has died, "
+    fail("pipeline transfers waited " + timeout_text() + " s to be delivered: a receiving process has died, "
          "stopped or stalled; ending the run");
   sends.clear();
 }

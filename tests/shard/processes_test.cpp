@@ -147,14 +147,17 @@ TEST(Processes, MeshOverTwoProcessesChecksTheProcessCount) {
   }
 }
 
-// Collectives over both axes for `seconds`, each process first printing its pid (the kill test).
+// Collectives over both axes for `seconds` (over 2 or 4 processes), each process first printing its pid (the
+// kill and stop tests).
 int loop(double seconds) {
   std::printf("process %zu pid %d\n", distributed::process_index(), static_cast<int>(getpid()));
   std::fflush(stdout);
   const auto x = mixed<tensor<float, shape<16, 8>>>(7);
   const auto h = mixed<tensor<bfloat16, shape<16, 8>>>(8);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) collectives<TwoProcesses>(x, h);
+  while (std::chrono::steady_clock::now() < end)
+    if (distributed::process_count() == 4) collectives<FourProcesses>(x, h);
+    else collectives<TwoProcesses>(x, h);
   return 0;
 }
 
