@@ -11,6 +11,8 @@
 // α-β cost (ring): (N-1)α + (N-1)/N · operand bytes · β.
 
 #include <array>
+#include <cstring>
+#include <vector>
 
 #include "tessel/core/mesh.hpp"
 #include "tessel/ir/tracer.hpp"
@@ -24,13 +26,36 @@ namespace prim {
 inline void run_psum_scatter(const ir::node& n, const ir::node* const* operands, const void* const* in, void* out) {
   kernels::device_context& d = collective::device();
   const collective::group gr = collective::group_of(n, *d.comm, d.device);
-  collective::publish(d, n, *operands[0], in[0], out);
   const auto dim = static_cast<std::size_t>(collective::param(n, 0));
   const ir::dims& src = operands[0]->shape;
   std::size_t outer = 1, inner = 1;
   for (std::size_t a = 0; a < dim; ++a) outer *= src.d[a];
   for (std::size_t a = dim + 1; a < src.rank; ++a) inner *= src.d[a];
   const std::size_t block = src.d[dim] / gr.size * inner, bytes = ir::bytes_of(n.dtype);
+  if (collective::one_device_a_process(gr, *d.comm)) {  // each process sends each other only its block
+    d.comm->publish(d.device, in[0], out, 0, 0);        // nothing to share within the process
+    visit_dtype(n.dtype, [&]<class T>(T) {
+      if constexpr (!std::is_same_v<T, bool>) {
+        // Member j's block is block j of every outer slice: laid out member after member (a copy, unless one
+        // slice) so that each member's block is one run of elements.
+        const void* by_member = in[0];
+        if (outer > 1) {
+          static std::vector<T> packed;
+          packed.resize(outer * gr.size * block);
+          for (std::size_t j = 0; j < gr.size; ++j)
+            for (std::size_t o = 0; o < outer; ++o)
+              std::memcpy(packed.data() + (j * outer + o) * block, static_cast<const T*>(in[0]) + (o * gr.size + j) * block, block * sizeof(T));
+          by_member = packed.data();
+        }
+        std::array<std::size_t, max_mesh_devices + 1> first{};
+        for (std::size_t j = 0; j <= gr.size; ++j) first[j] = j * outer * block;
+        collective::reduce_chunk_over_processes<T>(d.comm->program(), collective::reduction::sum, gr, by_member, first.data(), out);
+      }
+    });
+    d.comm->finish(d.device);
+    return;
+  }
+  collective::publish(d, n, *operands[0], in[0], out);
   visit_dtype(n.dtype, [&]<class T>(T) {
     if constexpr (!std::is_same_v<T, bool>) {
       std::array<const void*, max_mesh_devices> ins{};

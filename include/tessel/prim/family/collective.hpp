@@ -268,16 +268,13 @@ void reduce_in_order(reduction op, const void* const* in, std::size_t n, std::si
   }
 }
 
-// A group of one device in each process of the run (a mesh of one device per process): member j reduces
-// chunk j of the elements over the group, in member order, and every process gets every chunk. Each
-// process sends and receives 2 (P - 1) / P of the buffer, as a ring all-reduce does; each element is still
-// added in member order, so the result is bit-identical to one process's.
+// A group of one device in each process of the run (a mesh of one device per process), member j
+// holding chunk j of the elements (from first[j] to first[j + 1]): each process sends every other member
+// its chunk of `in` and reduces the chunks it receives with its own, in member order, into `out` (its
+// chunk only). Bit-identical to one process's reduction.
 template <class T>
-void all_reduce_over_processes(std::uint64_t program, reduction op, const group& gr, const void* in, void* out, std::size_t count) {
-  const kernels::process_transport& t = kernels::processes();
+void reduce_chunk_over_processes(std::uint64_t program, reduction op, const group& gr, const void* in, const std::size_t* first, void* out) {
   const std::size_t n = gr.size, me = gr.rank;
-  std::array<std::size_t, max_mesh_devices + 1> first{};
-  for (std::size_t j = 0; j <= n; ++j) first[j] = j * count / n;
   const std::size_t mine = (first[me + 1] - first[me]) * sizeof(T);
   // Indexed by process (member j is process gr.member[j]): what goes to it, what comes from it, and where.
   std::array<std::size_t, max_mesh_devices> sizes{}, offsets{}, received_sizes{}, received_offsets{};
@@ -290,11 +287,32 @@ void all_reduce_over_processes(std::uint64_t program, reduction op, const group&
   }
   static std::vector<unsigned char> chunks;  // every other member's chunk `me`, in member order
   if (chunks.size() < n * mine) chunks.resize(n * mine);
-  t.exchange(program, in, sizes.data(), offsets.data(), chunks.data(), received_sizes.data(), received_offsets.data());
+  kernels::processes().exchange(program, in, sizes.data(), offsets.data(), chunks.data(), received_sizes.data(), received_offsets.data());
   std::array<const void*, max_mesh_devices> ins{};
   for (std::size_t j = 0; j < n; ++j) ins[j] = j == me ? static_cast<const unsigned char*>(in) + first[me] * sizeof(T) : chunks.data() + j * mine;
-  reduce_in_order<T>(op, ins.data(), n, 0, first[me + 1] - first[me], static_cast<T*>(out) + first[me]);
-  t.gather_blocks(program, out, sizes.data(), offsets.data());
+  reduce_in_order<T>(op, ins.data(), n, 0, first[me + 1] - first[me], out);
+}
+
+// The same group, every process getting every chunk: member j reduces chunk j, then the chunks are gathered.
+// Each process sends and receives 2 (P - 1) / P of the buffer, as a ring all-reduce does.
+template <class T>
+void all_reduce_over_processes(std::uint64_t program, reduction op, const group& gr, const void* in, void* out, std::size_t count) {
+  std::array<std::size_t, max_mesh_devices + 1> first{}, sizes{}, offsets{};
+  for (std::size_t j = 0; j <= gr.size; ++j) first[j] = j * count / gr.size;
+  reduce_chunk_over_processes<T>(program, op, gr, in, first.data(), static_cast<T*>(out) + first[gr.rank]);
+  for (std::size_t j = 0; j < gr.size; ++j) {
+    sizes[gr.member[j]] = (first[j + 1] - first[j]) * sizeof(T);
+    offsets[gr.member[j]] = first[j] * sizeof(T);
+  }
+  kernels::processes().gather_blocks(program, out, sizes.data(), offsets.data());
+}
+
+// Whether n's group is one device in each process of the run, and the only device of its process: its
+// reduction then goes between the processes directly, not through a gather of every input.
+inline bool one_device_a_process(const group& gr, const kernels::communicator& c) {
+  bool all_here = true;
+  for (std::size_t j = 0; j < gr.size; ++j) all_here = all_here && c.is_local(gr.member[j]);
+  return !all_here && c.local_devices() == 1 && gr.size == c.devices();
 }
 
 // psum, pmax, pmin: each device reduces its share (chunk `rank` of the elements) over the group, in member
@@ -308,7 +326,7 @@ void run_all_reduce(const ir::node& n, const ir::node* const* operands, const vo
   bool all_here = true;
   for (std::size_t j = 0; j < gr.size; ++j) all_here = all_here && d.comm->is_local(gr.member[j]);
   const std::size_t count = n.shape.size();
-  if (!all_here && d.comm->local_devices() == 1 && gr.size == d.comm->devices()) {
+  if (one_device_a_process(gr, *d.comm)) {
     d.comm->publish(d.device, in[0], out, 0, 0);  // nothing to share within the process
     visit_dtype(n.dtype, [&]<class T>(T) {
       if constexpr (!std::is_same_v<T, bool>) all_reduce_over_processes<T>(d.comm->program(), Op, gr, in[0], out, count);
