@@ -32,6 +32,7 @@
 // same arguments and runs its own devices; each gets the whole result (blocks held by other processes
 // are sent to it), bit-identical to a run of the same mesh in one process.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -240,6 +241,8 @@ struct device_job {
     void* global = nullptr;
   };
   std::vector<exchange> exchanges;
+  // Argument leaves passed through donate() that every device reads whole: the ones a result may take.
+  std::array<bool, Params> donated{};
   std::size_t first_local = 0, local_count = D;
   std::uint64_t program = 0;  // program_fingerprint
 
@@ -360,10 +363,12 @@ class sharded {
       -> detail::planned_in<shard_detail::context<M, in_specs, A...>, F,
                             typename shard_detail::local_arg<M, shard_detail::spec_at_t<I, in_specs>, A>::type...>;
 
-  // Runs f on every device of M and returns the results put together by out_specs.
+  // Runs f on every device of M and returns the results put together by out_specs. An argument passed
+  // through donate() (as to jit) gives its buffers to the results that can be written over them, where
+  // this process runs one device of M (a second device would still read what the first overwrites).
   template <class... A>
-  auto operator()(const A&... args) const {
-    return call(std::index_sequence_for<A...>{}, detail::normalize_scalar(args)...);
+  auto operator()(A&&... args) const {
+    return call(std::index_sequence_for<A...>{}, std::forward_as_tuple(args...), detail::undonated(args)...);
   }
 
   // The per-device program and plan that run for these (global) argument types.
@@ -374,8 +379,8 @@ class sharded {
 
  private:
   // A broken call has had its one message (each check raises it): nothing more is compiled for it.
-  template <std::size_t... I, class... A>
-  auto call(std::index_sequence<I...> seq, const A&... args) const {
+  template <std::size_t... I, class Given, class... A>
+  auto call(std::index_sequence<I...> seq, const Given& given, const A&... args) const {
     if constexpr (!shard_detail::check_arguments<shard_detail::api_names<F>, M, in_specs, A...>()) {
       return shard_detail::not_run{};
     } else {
@@ -388,13 +393,13 @@ class sharded {
       } else if constexpr (!check_replication<t, local_result>()) {
         return shard_detail::not_run<shard_detail::result_count<local_result>>{};
       } else {
-        return run(seq, args...);
+        return run(seq, given, args...);
       }
     }
   }
 
-  template <std::size_t... I, class... A>
-  auto run(std::index_sequence<I...> seq, const A&... args) const {
+  template <std::size_t... I, class Given, class... A>
+  auto run(std::index_sequence<I...> seq, const Given& given, const A&... args) const {
     using t = shard_detail::runs<decltype(planned_for<A...>(seq)), M, out_specs>;
     using result_type = typename shard_detail::global_results<M, out_specs, typename t::result>::type;
     constexpr std::size_t D = M::devices;
@@ -408,10 +413,30 @@ class sharded {
     job.first_local = here.first;
     job.local_count = here.count;
     std::size_t leaf = 0;
-    (place_argument<shard_detail::spec_at_t<I, in_specs>>(args, leaf, job), ...);
+    (place_argument<shard_detail::spec_at_t<I, in_specs>, detail::is_donated_v<std::remove_cvref_t<std::tuple_element_t<I, Given>>>>(
+         args, leaf, job),
+     ...);
     place_argument_blocks<t::program>(leaf, job);
 
-    auto result = tree::build<result_type>([](auto l) { return typename decltype(l)::type(uninitialized); });
+    auto result = [&] {
+      constexpr bool donating = (detail::is_donated_v<std::remove_cvref_t<std::tuple_element_t<I, Given>>> || ...);
+      if constexpr (!donating || M::devices / M::processes != 1) {
+        return tree::build<result_type>([](auto l) { return typename decltype(l)::type(uninitialized); });
+      } else {
+        // jit's pairing on the device's plan; a result split over an axis has another global type than
+        // any whole argument, and takes none.
+        const auto donor = detail::pair_donations<t>(job.donated);
+        std::size_t o = 0;
+        return tree::build<result_type>([&](auto l) {
+          using L = typename decltype(l)::type;
+          const std::size_t out = o++;
+          const ir::node& local = t::program.nodes[static_cast<std::size_t>(t::program.outputs[out])];
+          const bool whole = t::split[out] == 0 && local.shape.size() == L::shape_type::size;
+          return donor[out] >= 0 && whole ? std::apply([&](auto&... a) { return detail::take_donated_leaf<L>(donor[out], a...); }, given)
+                                          : L(uninitialized);
+        });
+      }
+    }();
     place_results(result, t::split.data(), job);
     run::on_devices(M::sizes.data(), M::rank, M::process_axes, job.program, &decltype(job)::run_device, &job);
     for (const auto& c : job.copies) c.copy(c.block, c.global, c.device);
@@ -429,22 +454,23 @@ class sharded {
   }
 
   // Every device's pointer to each leaf of an argument: the argument itself where it is not split, else the
-  // device's block (in place when contiguous, else a copy).
-  template <class Spec, class A, class Job>
+  // device's block (in place when contiguous, else a copy). A donated leaf read whole may be written over.
+  template <class Spec, bool Donated, class A, class Job>
   static void place_argument(const A& a, std::size_t& leaf, Job& job) {
     if constexpr (shard_detail::is_spec_tree_v<Spec>) {
       [&]<std::size_t... J>(std::index_sequence<J...>) {
-        (place_argument<shard_detail::spec_at_t<J, Spec>>(std::get<J>(a), leaf, job), ...);
+        (place_argument<shard_detail::spec_at_t<J, Spec>, Donated>(std::get<J>(a), leaf, job), ...);
       }(std::make_index_sequence<std::tuple_size_v<A>>{});
     } else if constexpr (DType<A>) {
       for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) job.parameters[d][leaf] = &a;
       ++leaf;
     } else if constexpr (!is_tensor_v<A>) {
-      tree::for_each(a, [&](const auto& part) { place_argument<Spec>(part, leaf, job); });
+      tree::for_each(a, [&](const auto& part) { place_argument<Spec, Donated>(part, leaf, job); });
     } else {
       using T = typename A::value_type;
       using S = typename A::shape_type;
       using L = sharding::local_shape_t<M, Spec, S>;
+      job.donated[leaf] = Donated && std::is_same_v<L, S>;
       for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d) {
         if constexpr (std::is_same_v<L, S>) {
           job.parameters[d][leaf] = a.data();
@@ -469,6 +495,7 @@ class sharded {
       if (n.prim != &prim::parameter_p || source < 0) continue;
       const std::size_t bytes = n.shape.size() * ir::bytes_of(n.dtype), k = static_cast<std::size_t>(n.attr.ints[0]);
       if (k < leaves) continue;
+      job.donated[static_cast<std::size_t>(source)] = false;  // its blocks are read through another parameter
       for (std::size_t d = job.first_local; d < job.first_local + job.local_count; ++d)
         job.parameters[d][k] = static_cast<const unsigned char*>(job.parameters[d][static_cast<std::size_t>(source)]) +
                                M::block_along(d, n.varying) * bytes;
@@ -603,9 +630,12 @@ class sharded_jit {
     static auto traced(std::tuple<L...>) -> typename type::template traced_for<L...>;
   };
 
+  // Donation as for shard_map: each leaf of a donated argument is handed on donated.
   template <class... A>
-  auto operator()(const A&... args) const {
-    return call(as_tree(detail::normalize_scalar(args))...);
+  auto operator()(A&&... args) const {
+    // (A donated scalar is not handed on: f receives a new f32[] tensor made of it.)
+    return call<(detail::is_donated_v<std::remove_cvref_t<A>> && !DType<detail::undonated_t<std::remove_cvref_t<A>>>)...>(
+        as_tree(detail::undonated(args))...);
   }
 
   // What f sees for an argument of type A: its tree, a scalar as an f32[] (or s32[], ...) tensor.
@@ -617,7 +647,15 @@ class sharded_jit {
   using traced_for = decltype(flat_call<arg_t<A>...>::traced(std::declval<typename flat_call<arg_t<A>...>::leaves>()));
 
  private:
-  template <class... A>
+  // Leaf K of the flat call: the argument's leaf, or, from a donated argument, the leaf moved into a
+  // donated wrapper (donate() moved the argument into a wrapper of the caller's that is not const).
+  template <bool Donated, class Leaf>
+  static decltype(auto) leaf_argument(const void* leaf) {
+    if constexpr (Donated) return donated<Leaf>{std::move(*const_cast<Leaf*>(static_cast<const Leaf*>(leaf)))};
+    else return *static_cast<const Leaf*>(leaf);
+  }
+
+  template <bool... Donated, class... A>
   auto call(const A&... args) const {
     if constexpr (!shard_detail::check_arguments<partition_detail::jit_names, M, in_specs, A...>()) {
       return shard_detail::not_run{};
@@ -630,8 +668,14 @@ class sharded_jit {
       std::array<const void*, n + 1> in{};
       std::size_t k = 0;
       (tree::for_each(args, [&](const auto& leaf) { in[k++] = &leaf; }), ...);
+      static constexpr std::array<bool, n + 1> donated_leaf = [] {
+        std::array<bool, n + 1> mask{};
+        std::size_t next = 0;
+        ((std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(next), detail::leaves_of<A>(), Donated), next += detail::leaves_of<A>()), ...);
+        return mask;
+      }();
       auto results = [&]<std::size_t... K>(std::index_sequence<K...>) {
-        return typename flat::type{}(*static_cast<const std::tuple_element_t<K, leaves>*>(in[K])...);
+        return typename flat::type{}(leaf_argument<donated_leaf[K], std::tuple_element_t<K, leaves>>(in[K])...);
       }(std::make_index_sequence<n>{});
       if constexpr (shard_detail::is_not_run<decltype(results)>) {
         return results;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -32,13 +33,21 @@ constexpr auto local_loss = [](auto p, auto x, auto y) {
   return mean(nn::softmax_cross_entropy(matmul(h, std::get<2>(p)), y));
 };
 
+// The parameters, the batch and its one-hot labels that the checks train on.
+struct problem {
+  Params p{random_tensor<W1>(1, 0.3f), random_tensor<B1>(2, 0.1f), random_tensor<W2>(3, 0.3f)};
+  Xs x = random_tensor<Xs>(4);
+  Ys y = [] {
+    Ys one_hot{};
+    for (std::size_t i = 0; i < 32; ++i) one_hot.data()[i * 4 + i % 4] = 1;
+    return one_hot;
+  }();
+};
+
 template <std::size_t D>
 void check_devices() {
   using M = mesh<axis<"data", D>>;
-  const Params p{random_tensor<W1>(1, 0.3f), random_tensor<B1>(2, 0.1f), random_tensor<W2>(3, 0.3f)};
-  const Xs x = random_tensor<Xs>(4);
-  Ys y{};
-  for (std::size_t i = 0; i < 32; ++i) y.data()[i * 4 + i % 4] = 1;
+  const auto [p, x, y] = problem{};
 
   auto step = shard_map<M, specs<P<>, P<"data">, P<"data">>, specs<P<>, P<>>>([](auto params, auto xb, auto yb) {
     const auto loss = [](auto q, auto a, auto b) { return pmean<"data">(local_loss(q, a, b)); };
@@ -70,6 +79,35 @@ void check_devices() {
 }
 
 TEST(DataParallel, OneDeviceEqualsJit) { check_devices<1>(); }
+
+// A train step given its parameters through donate(), as jit takes them: on a mesh of one device the new
+// parameters are written over the old ones (their buffers), on two devices, which both read the old ones,
+// into new buffers; the bits are the call's without donation either way.
+template <std::size_t D>
+void check_donated_step(bool takes_buffers) {
+  using M = mesh<axis<"data", D>>;
+  const auto [p, x, y] = problem{};
+  auto step = shard_map<M, specs<P<>, P<"data">, P<"data">>, specs<P<>, P<>>>([](auto params, auto xb, auto yb) {
+    const auto loss = [](auto q, auto a, auto b) { return pmean<"data">(local_loss(q, a, b)); };
+    const auto g = grad<0>(loss)(params, xb, yb);
+    return std::tuple{tree_map([](auto w, auto dw) { return w - dw; }, params, g), loss(params, xb, yb)};
+  });
+  const auto [want, want_loss] = step(p, x, y);
+  Params given = p;
+  const float* w1 = std::get<0>(given).data();
+  const float* w2 = std::get<2>(given).data();
+  const auto [got, loss] = step(donate(given), x, y);
+  EXPECT_EQ(std::get<0>(got).data() == w1, takes_buffers) << D << " devices";
+  EXPECT_EQ(std::get<2>(got).data() == w2, takes_buffers) << D << " devices";
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(loss[0]), std::bit_cast<std::uint32_t>(want_loss[0]));
+  const auto same_bits = [](const auto& a, const auto& b) { return std::memcmp(a.data(), b.data(), a.size * sizeof(float)) == 0; };
+  EXPECT_TRUE(same_bits(std::get<0>(got), std::get<0>(want))) << "W1 on " << D << " devices";
+  EXPECT_TRUE(same_bits(std::get<1>(got), std::get<1>(want))) << "b1 on " << D << " devices";
+  EXPECT_TRUE(same_bits(std::get<2>(got), std::get<2>(want))) << "W2 on " << D << " devices";
+}
+
+TEST(DataParallel, DonatedParametersAreWrittenOverOnOneDevice) { check_donated_step<1>(true); }
+TEST(DataParallel, DonatedParametersAreNotSharedByTwoDevices) { check_donated_step<2>(false); }
 
 constexpr auto global_loss = [](auto q, auto a, auto b) { return pmean<"data">(local_loss(q, a, b)); };
 

@@ -112,6 +112,26 @@ void check_data_parallel() {
   expect_same_bytes(g, want_grad, "data-parallel gradient");
 }
 
+// The same step as an update of w given through donate(): where a process runs one device of the mesh
+// (4 processes) the new w is written over the old one; the bytes are one process's either way.
+template <class M>
+void check_donated_update() {
+  const auto x = mixed<tensor<float, shape<16, 6>>>(2);
+  tensor<float, shape<16, 4>> y{};
+  for (std::size_t i = 0; i < 16; ++i) y.data()[i * 4 + i % 4] = 1;
+  using batch = P<mesh_axes<"a", "b">>;
+  const auto update = [](auto wp, auto xb, auto yb) {
+    const auto loss = [](auto q, auto a, auto b) { return pmean<mesh_axes<"a", "b">>(local_loss(q, a, b)); };
+    return wp - grad<0>(loss)(wp, xb, yb);
+  };
+  const auto want = shard_map<OneProcess, specs<P<>, batch, batch>, P<>>(update)(mixed<W>(1), x, y);
+  W w = mixed<W>(1);
+  const float* before = w.data();
+  const W got = shard_map<M, specs<P<>, batch, batch>, P<>>(update)(donate(w), x, y);
+  EXPECT_EQ(got.data() == before, M::devices / M::processes == 1) << "on process " << distributed::process_index();
+  expect_same_bytes(got, want, "donated update");
+}
+
 template <class Check>
 void on_this_run(Check check) {
   switch (distributed::process_count()) {
@@ -128,6 +148,10 @@ TEST(Processes, CollectivesAreBitIdenticalToOneProcess) {
 
 TEST(Processes, DataParallelGradientIsBitIdenticalToOneProcess) {
   on_this_run([]<class M>() { check_data_parallel<M>(); });
+}
+
+TEST(Processes, DonatedUpdateIsBitIdenticalToOneProcess) {
+  on_this_run([]<class M>() { check_donated_update<M>(); });
 }
 
 TEST(Processes, MeshOverTwoProcessesChecksTheProcessCount) {
