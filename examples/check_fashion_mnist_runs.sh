@@ -265,7 +265,19 @@ processes)
   run sharded 0 --epochs 1 --steps 12 --devices 2 --fully-sharded --checkpoint-dir c
   same_tensors a/ckpt-000000000012.safetensors c/ckpt-000000000012.safetensors || fail "fully sharded over 2 processes differs"
   run wrong 2 --epochs 1 --steps 2 --devices 4
-  says wrong "mpirun -np 2: a run over processes is compiled for --model mlp --devices 2"
+  says wrong "mpirun -np 2: a run over processes is compiled for --devices 2 (one device in each process; --model mlp, or cnn in f32)"
+  run wrong_cnn 2 --epochs 1 --steps 2 --devices 2 --model cnn --precision bf16
+  says wrong_cnn "given --model cnn --precision bf16 --devices 2"
+  # The CNN over the 2 processes (f32): the same bytes as its 2 devices in one process, both with
+  # TESSEL_NUM_THREADS=1. (The CNN's last bits depend on that setting, in one process too: 1 and the
+  # default 2 give different bytes after 4 steps; the MLP's do not.)
+  launcher=("$4" -np 2 --oversubscribe -x TESSEL_NUM_THREADS=1)
+  run cnn_two 0 --epochs 1 --steps 4 --devices 2 --model cnn --checkpoint-dir cnn2
+  grep -qF '"model": "cnn", "precision": "f32", "batch_size": 128, "epochs": 1, "steps": 4, "devices": 2' cnn_two.out ||
+    fail "cnn_two: the summary does not say the CNN on 2 devices"
+  launcher=(env TESSEL_NUM_THREADS=1)
+  run cnn_one 0 --epochs 1 --steps 4 --devices 2 --model cnn --checkpoint-dir cnn1
+  same_tensors cnn1/ckpt-000000000004.safetensors cnn2/ckpt-000000000004.safetensors || fail "the CNN over 2 processes differs"
   # The mesh ("data", 2) x ("model", 2) with "data" across the 2 processes (--tensor-parallel: Megatron's MLP
   # over "model" in each process): the same bytes as the mesh in one process, also after a resume under
   # mpirun; resuming it without the flag is refused with the fix.

@@ -123,10 +123,13 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       errors.push_back("--tfrecord-dir and --data-dir name two sources of the data: give one");
     if (!o.write_tfrecord.empty() && !o.tfrecord_dir.empty())
       errors.push_back("--write-tfrecord writes the IDX files of --data-dir as TFRecord shards: it does not read --tfrecord-dir");
-    if (o.processes > 1 && (o.processes != 2 || o.model != "mlp" || !(o.devices == 2 || (o.devices == 4 && o.tensor_parallel))))
-      errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --model mlp --devices 2 "
-                       "(one device in each process), or --devices 4 --tensor-parallel (two in each), under mpirun -np 2; given --model " +
-                       o.model + " --devices " + std::to_string(o.devices));
+    const bool cnn_f32 = o.model == "cnn" && o.precision == "f32";
+    if (o.processes > 1 && (o.processes != 2 || !((o.devices == 2 && (o.model == "mlp" || cnn_f32)) ||
+                                                  (o.devices == 4 && o.tensor_parallel))))
+      errors.push_back("mpirun -np " + std::to_string(o.processes) + ": a run over processes is compiled for --devices 2 "
+                       "(one device in each process; --model mlp, or cnn in f32), or --devices 4 --tensor-parallel (two in each), "
+                       "under mpirun -np 2; given --model " + o.model + " --precision " + o.precision + " --devices " +
+                       std::to_string(o.devices));
     if (o.fully_sharded && (o.devices == 1 || o.model != "mlp" || o.precision != "f32" || !TESSEL_FM_DATA_PARALLEL))
       errors.push_back("--fully-sharded is compiled for --devices 2 or 4 with --model mlp --precision f32; given --devices " +
                        std::to_string(o.devices) + " --model " + o.model + " --precision " + o.precision);
@@ -541,7 +544,7 @@ int run_steps(const options& o, const dataset& d) {
 #if TESSEL_FM_DATA_PARALLEL
   constexpr bool mlp_f32 = std::is_same_v<Model, mlp<>> && std::is_same_v<C, float>;
 #if TESSEL_FM_PROCESSES
-  if constexpr (std::is_same_v<Model, mlp<>>) {
+  if constexpr (std::is_same_v<Model, mlp<>> || std::is_same_v<C, float>) {
     if (o.processes == 2) {
       if constexpr (mlp_f32)
         if (o.tensor_parallel) return run_part<Model, C, step_part::tensor_parallel_over_processes>(o, d);

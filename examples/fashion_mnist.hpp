@@ -187,11 +187,12 @@ struct evaluate {
   }
 };
 
-// Copies examples order[first..first+B) into a batch (pixels scaled to [0, 1]).
+// Copies examples order[first..first+B) into a batch (pixels scaled to [0, 1]): its rows [from, to), the
+// whole batch unless a process's devices read only a block of it.
 template <std::size_t B>
 void gather(const std::vector<float>& images, const std::vector<std::int32_t>& labels, const std::int32_t* order,
-            tensor<float, shape<B, pixels>>& x, tensor<std::int32_t, shape<B>>& y) {
-  for (std::size_t i = 0; i < B; ++i) {
+            tensor<float, shape<B, pixels>>& x, tensor<std::int32_t, shape<B>>& y, std::size_t from = 0, std::size_t to = B) {
+  for (std::size_t i = from; i < to; ++i) {
     const auto e = static_cast<std::size_t>(order[i]);
     std::copy_n(images.begin() + static_cast<std::ptrdiff_t>(e * pixels), pixels, x.data() + i * pixels);
     y[i] = labels[e];
@@ -374,6 +375,14 @@ int run(const options& o, const dataset& d) {
     return correct / static_cast<double>(tessel::data::fashion_mnist_test_size);
   };
 
+  // Over processes the batch is split over "data", whose coordinate is the process's: each process reads
+  // only its block of rows (the other rows of x and y are never read here).
+  std::size_t row_from = 0, row_to = B;
+  if constexpr (std::is_same_v<Placement, tessel::over_processes>) {
+    const auto& here = tessel::kernels::processes();
+    row_from = here.index * B / here.count, row_to = (here.index + 1) * B / here.count;
+  }
+
   log.start();
   std::optional<tensor<std::int32_t, shape<train_size>>> order;
   for (std::uint64_t g = log.first_step(); g < log.total_steps(); ++g) {
@@ -387,20 +396,15 @@ int run(const options& o, const dataset& d) {
       profile::step ps(g, B);
       {
         profile::scope scope("gather");
-        gather<B>(d.train_x, d.train_y, order->data() + (g % steps) * B, x, y);
+        gather<B>(d.train_x, d.train_y, order->data() + (g % steps) * B, x, y, row_from, row_to);
       }
       lr[0] = schedule(std::get<0>(opt_state));
       profile::scope scope("train_step");
-      // Parameters and optimizer state are donated: the step writes the new ones into their buffers.
-      if constexpr (D == 1) {
-        auto [p, st, loss, acc] = step(tessel::donate(params), tessel::donate(opt_state), x, y, lr);
-        params = std::move(p), opt_state = std::move(st);
-        loss_value = loss[0], acc_value = acc[0];
-      } else {
-        auto [p, st, loss, acc] = step(params, opt_state, x, y, lr);
-        params = std::move(p), opt_state = std::move(st);
-        loss_value = loss[0], acc_value = acc[0];
-      }
+      // Parameters and optimizer state are donated: the step writes the new ones into their buffers (on a
+      // mesh, where this process runs one device of it).
+      auto [p, st, loss, acc] = step(tessel::donate(params), tessel::donate(opt_state), x, y, lr);
+      params = std::move(p), opt_state = std::move(st);
+      loss_value = loss[0], acc_value = acc[0];
     }
     log.after_step(g, loss_value, acc_value, std::chrono::duration<double>(clock::now() - t0).count());
     if (log.epoch_end(g)) log.end_epoch(g, test_accuracy());
@@ -425,7 +429,7 @@ enum class step_part {
   data_parallel,         // batch 128 replicated on 2 and 4 devices
   fully_sharded,         // the MLP in f32: batch 128 fully sharded on 2 and 4 devices
   tensor_parallel,       // the MLP in f32: batch 128 on a 2 x 2 (data x model) mesh
-  over_processes,        // the MLP: batch 128 on 2 processes, one device each, replicated (and, in f32, fully sharded)
+  over_processes,        // batch 128 on 2 processes, one device each, replicated (the CNN in f32 only); the MLP in f32 also fully sharded
   tensor_parallel_over_processes  // the MLP in f32: the 2 x 2 mesh with "data" over 2 processes
 };
 inline constexpr int not_in_part = -1;

@@ -36,7 +36,7 @@ int run_part<model_t, compute_t, part>(const options& o, const dataset& d) {
   } else if constexpr (part == step_part::tensor_parallel) {
     return run<Model, 128, C, 4, tessel::in_process, layout::tensor_parallel>(o, d);
   } else if constexpr (part == step_part::over_processes) {
-    if constexpr (!TESSEL_FM_BF16)
+    if constexpr (!TESSEL_FM_BF16 && !TESSEL_FM_CNN)
       if (o.fully_sharded) return run<Model, 128, C, 2, tessel::over_processes, layout::fully_sharded>(o, d);
     return run<Model, 128, C, 2, tessel::over_processes>(o, d);
   } else {
