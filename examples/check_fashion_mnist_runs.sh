@@ -2,7 +2,7 @@
 # The Fashion-MNIST example refuses to lose or mix a run, and checks its flags and output paths first:
 #   bash check_fashion_mnist_runs.sh EXE WORK CASE
 # CASE: bad_flags, nan_learning_rate, nonfinite_loss, check_finite, bad_trace_path, fresh_run_refuses, wrong_run_resume,
-# two_writers, all_damaged, tfrecord, devices, processes (with the mpirun path as 4th argument) (examples/CMakeLists.txt registers one test per case). Each run is a few steps
+# two_writers, all_damaged, tfrecord, devices, threads, processes (with the mpirun path as 4th argument) (examples/CMakeLists.txt registers one test per case). Each run is a few steps
 # of batch 32; a refusal must come before training (nothing on stdout) with exit status 2 and a message on
 # stderr naming the flag, file or process.
 set -u
@@ -248,6 +248,18 @@ devices)
   run tensor_two 2 --epochs 1 --steps 2 --devices 2 --tensor-parallel
   says tensor_two "--tensor-parallel is compiled for --devices 4 (a mesh of 2 x 2)"
   ;;
+threads)
+  # The same steps on 1 and on 3 threads give the same bytes: no sum's order depends on the thread count
+  # (the CNN's filter gradients sum their rows in shares fixed by the shapes, ir::partial_shares).
+  for model in cnn mlp; do
+    launcher=(env TESSEL_NUM_THREADS=1)
+    run "${model}_one" 0 --epochs 1 --steps 2 --batch-size 128 --model "$model" --checkpoint-dir "${model}1"
+    launcher=(env TESSEL_NUM_THREADS=3)
+    run "${model}_three" 0 --epochs 1 --steps 2 --batch-size 128 --model "$model" --checkpoint-dir "${model}3"
+    same_tensors "${model}1/ckpt-000000000002.safetensors" "${model}3/ckpt-000000000002.safetensors" ||
+      fail "the $model's steps on 1 and 3 threads differ"
+  done
+  ;;
 processes)
   # mpirun -np 2 --devices 2 (one device in each process) trains exactly as 2 devices in one process: the
   # checkpoints hold the same bytes, also after a resume under mpirun; only process 0 writes and reports.
@@ -268,14 +280,11 @@ processes)
   says wrong "mpirun -np 2: a run over processes is compiled for --devices 2 (one device in each process; --model mlp, or cnn in f32)"
   run wrong_cnn 2 --epochs 1 --steps 2 --devices 2 --model cnn --precision bf16
   says wrong_cnn "given --model cnn --precision bf16 --devices 2"
-  # The CNN over the 2 processes (f32): the same bytes as its 2 devices in one process, both with
-  # TESSEL_NUM_THREADS=1. (The CNN's last bits depend on that setting, in one process too: 1 and the
-  # default 2 give different bytes after 4 steps; the MLP's do not.)
-  launcher=("$4" -np 2 --oversubscribe -x TESSEL_NUM_THREADS=1)
+  # The CNN over the 2 processes (f32): the same bytes as its 2 devices in one process.
   run cnn_two 0 --epochs 1 --steps 4 --devices 2 --model cnn --checkpoint-dir cnn2
   grep -qF '"model": "cnn", "precision": "f32", "batch_size": 128, "epochs": 1, "steps": 4, "devices": 2' cnn_two.out ||
     fail "cnn_two: the summary does not say the CNN on 2 devices"
-  launcher=(env TESSEL_NUM_THREADS=1)
+  launcher=()
   run cnn_one 0 --epochs 1 --steps 4 --devices 2 --model cnn --checkpoint-dir cnn1
   same_tensors cnn1/ckpt-000000000004.safetensors cnn2/ckpt-000000000004.safetensors || fail "the CNN over 2 processes differs"
   # The mesh ("data", 2) x ("model", 2) with "data" across the 2 processes (--tensor-parallel: Megatron's MLP

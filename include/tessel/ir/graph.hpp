@@ -119,15 +119,18 @@ struct item_plan {
   std::size_t items = 0;           // work items
   std::size_t per_item = 1;        // what one item covers, in the primitive's unit (rows, images)
   std::size_t scratch_floats = 0;  // scratch one thread's items use (64-byte aligned)
-  // Items add into a per-thread f32 accumulator of the result's size (zeroed first) rather than storing
-  // it; the executor sums the threads' accumulators and stores the total (a filter gradient's rows).
+  // Items add into an f32 accumulator of the result's size (zeroed first) rather than storing it: the
+  // executor deals them out in partial_shares fixed shares of consecutive items, one accumulator each, and
+  // stores the accumulators' sum in share order (a filter gradient's rows). The cut of such items must not
+  // depend on the thread count either, so that the sum's bits do not.
   bool sums_partials = false;
 };
+inline constexpr std::size_t partial_shares = 16;
 // Floats rounded up to whole 64-byte lines: where each part of a thread's scratch begins.
 constexpr std::size_t aligned_floats(std::size_t floats) { return (floats + 15) / 16 * 16; }
 using item_plan_fn = item_plan (*)(const node& n, const node* const* operands, std::size_t threads, std::size_t cache_bytes);
 // What one item is given: the node, its operands' nodes and storage, the result's storage (`out`), or
-// the sink taking the result's blocks when the epilogue is fused, and its thread's scratch and accumulator.
+// the sink taking the result's blocks when the epilogue is fused, its thread's scratch and its share's accumulator.
 struct item_args {
   const node* n = nullptr;
   const node* const* operands = nullptr;

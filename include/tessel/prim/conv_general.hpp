@@ -375,7 +375,7 @@ void input_grad_image(const conv_geometry& g, const T* ct, const void* w, ir::dt
   if (!f32_out) store(dtype, acc, size, static_cast<bfloat16*>(dx) + image * size);
 }
 
-// Rows [r0, r0 + count) of dw[KH*KW*C, O] = patches(x)^T . ct[rows, O], added into the thread's partial sum.
+// Rows [r0, r0 + count) of dw[KH*KW*C, O] = patches(x)^T . ct[rows, O], added into its share's partial sum.
 template <class T>
 void filter_grad_rows(const conv_geometry& g, const T* x, const void* ct, ir::dtype_code dtype, const ir::item_args& a,
                       std::size_t r0, std::size_t count, std::size_t chunk) {
@@ -435,15 +435,17 @@ void conv_input_grad_item(const ir::item_args& a, const ir::item_plan& plan, std
   });
 }
 
-// operands: x, ct; the result has the filter's shape. Each thread sums its items' rows into its partial
-// result, which the executor adds up.
-ir::item_plan conv_filter_grad_items(const ir::node& n, const ir::node* const* operands, std::size_t threads, std::size_t cache_bytes) {
+// operands: x, ct; the result has the filter's shape. Each share of items sums their rows into its
+// partial result, which the executor adds up (ir::item_plan::sums_partials). The cut does not depend on
+// the thread count: items of whole K blocks, two a share where the rows allow.
+ir::item_plan conv_filter_grad_items(const ir::node& n, const ir::node* const* operands, std::size_t, std::size_t cache_bytes) {
   const conv_geometry g = conv_geometry_of(operands[0]->shape, n.shape, operands[1]->shape, n.attr);
   const std::size_t rows = g.rows(), width = g.patch();
   const std::size_t kc = kernels::blocking_of().kc;
   // Whole K blocks of the GEMM (its contraction runs over the rows here).
   std::size_t chunk = std::max<std::size_t>(conv_detail::panel_floats(cache_bytes) / std::max<std::size_t>(width, 1) / kc, 1) * kc;
-  chunk = std::min(chunk, std::max<std::size_t>((rows + 2 * threads - 1) / (2 * threads), kc));
+  const std::size_t per_two_a_share = (rows + 2 * ir::partial_shares - 1) / (2 * ir::partial_shares);
+  chunk = std::min(chunk, std::max<std::size_t>((per_two_a_share + kc - 1) / kc * kc, kc));
   chunk = std::max<std::size_t>(std::min(chunk, rows), 1);
   return {.items = (rows + chunk - 1) / chunk,
           .per_item = chunk,

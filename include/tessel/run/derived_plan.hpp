@@ -17,11 +17,13 @@
 
 namespace tessel::run {
 
-// A work item's scratch in a thread's region: the primitive's floats, then the thread's accumulator of
-// the result when the items sum partials, 64-byte aligned; an epilogue's tiles come after.
-inline std::size_t item_scratch_bytes(const ir::item_plan& items, const ir::node& n) {
-  const std::size_t floats = ir::aligned_floats(items.scratch_floats) + (items.sums_partials ? ir::aligned_floats(n.shape.size()) : 0);
-  return floats * 4;
+// A work item's scratch in a thread's region: the primitive's floats, 64-byte aligned; an epilogue's tiles
+// come after.
+inline std::size_t item_scratch_bytes(const ir::item_plan& items) { return ir::aligned_floats(items.scratch_floats) * 4; }
+
+// The accumulators of items that sum partials (ir::item_plan), one a share, in the region the threads share.
+inline std::size_t partial_sums_bytes(const ir::item_plan& items, const ir::node& n) {
+  return items.sums_partials ? ir::partial_shares * ir::aligned_floats(n.shape.size()) * 4 : 0;
 }
 
 // How a kernel's member holds its values. A broadcast whose readers all take one-value operands
@@ -44,7 +46,7 @@ struct derived_plan {
   std::vector<std::uint8_t> whole_rows;  // per member of a row kernel: 1 where it holds whole rows, 0 one value per row
   std::vector<int> streamed;             // values loop and row kernels stream from memory (streamed_values)
   std::size_t scratch_bytes = 0;
-  std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole
+  std::size_t shared_bytes = 0;  // one region all threads share: the largest contraction's B packed whole, or partial sums
 };
 
 // Which of kernel kr's members node id is, or -1.
@@ -193,9 +195,10 @@ inline derived_plan derive(const plan::plan_view& p) {
     std::size_t need = members * tile_elements * 4 + tile_elements * 4;
     if (kr.kind == plan::kernel_kind::row) need = members * (rows_per_pass(kr) * kr.inner + 16) * 4;
     if (kr.kind == plan::kernel_kind::column) need = (members + 1) * tile_elements * 4;  // + the accumulator
-    if (plan::item_node(p, k) >= 0)  // the items' scratch and accumulator, then the epilogue's tiles
-      need += item_scratch_bytes(g.items, p.node(plan::item_node(p, k)));
-    else if (kr.kind == plan::kernel_kind::contraction)
+    if (plan::item_node(p, k) >= 0) {  // the items' scratch, then the epilogue's tiles
+      need += item_scratch_bytes(g.items);
+      d.shared_bytes = std::max(d.shared_bytes, partial_sums_bytes(g.items, p.node(plan::item_node(p, k))));
+    } else if (kr.kind == plan::kernel_kind::contraction)
       need += kernels::gemm_scratch_floats() * 4 + g.bm * g.bn * 4;  // the GEMM's panels, the C block
     d.scratch_bytes = std::max(d.scratch_bytes, (need + 63) / 64 * 64);
     const ir::node* dot = kr.kind == plan::kernel_kind::contraction ? &p.node(kr.dot) : nullptr;

@@ -13,8 +13,9 @@ namespace tessel::run {
 // A kernel of work items (convolutions, pooling, large transposes and slices): the primitive runs each
 // item the plan lists on the thread that takes it, with that thread's scratch. A contraction's items
 // hand their result blocks to the fused epilogue, run on the block by the same thread. Items that sum
-// partials are dealt out in fixed shares, one accumulator per share, added in share order at the end:
-// the sum does not depend on which thread was free first, so a step gives the same bits every time.
+// partials are dealt out in ir::partial_shares fixed shares, one accumulator per share, added in share order
+// at the end: the sum depends neither on which thread was free first nor on how many threads there are,
+// so a step gives the same bits every time, on any machine.
 inline void executor::run_items(const plan::kernel& kr, const kernel_grid& g, block_report report, thread_pool& pool) const {
   const ir::node& n = nd(kr.kind == plan::kernel_kind::contraction ? kr.dot : kr.root);
   const ir::node* operands[ir::max_operands];
@@ -23,8 +24,7 @@ inline void executor::run_items(const plan::kernel& kr, const kernel_grid& g, bl
     operands[a] = &nd(n.operand(a));
     in[a] = storage(n.operand(a));
   }
-  const std::size_t own = ir::aligned_floats(g.items.scratch_floats), result = n.shape.size();
-  const std::size_t tiles_offset = item_scratch_bytes(g.items, n);
+  const std::size_t result = n.shape.size(), tiles_offset = item_scratch_bytes(g.items);
   struct epilogue {
     const executor* self;
     const plan::kernel* kr;
@@ -39,8 +39,7 @@ inline void executor::run_items(const plan::kernel& kr, const kernel_grid& g, bl
                          e.self->tile_pointers(thread), e.direct);
   };
   auto scratch = [&](std::size_t t) { return reinterpret_cast<float*>(thread_scratch(t)); };
-  if (g.items.sums_partials)
-    for (std::size_t t = 0; t < threads_; ++t) std::fill_n(scratch(t) + own, result, 0.0f);
+  auto partial = [&](std::size_t share) { return shared_ + share * ir::aligned_floats(result); };
   auto args_for = [&](std::size_t t, std::size_t share) {
     return ir::item_args{.n = &n,
                          .operands = operands,
@@ -48,7 +47,7 @@ inline void executor::run_items(const plan::kernel& kr, const kernel_grid& g, bl
                          .out = storage(kr.root),
                          .sink = kr.kind == plan::kernel_kind::contraction ? &sink : nullptr,
                          .scratch = scratch(t),
-                         .partial = scratch(share) + own,
+                         .partial = g.items.sums_partials ? partial(share) : nullptr,
                          .thread = t};
   };
   if (!g.items.sums_partials) {
@@ -61,20 +60,22 @@ inline void executor::run_items(const plan::kernel& kr, const kernel_grid& g, bl
     });
     return;
   }
-  // Share s (one per thread of the pool) is items [s * items / threads, (s + 1) * items / threads),
-  // summed into the accumulator in thread s's scratch by whichever thread runs it.
-  pool.parallel_for(threads_, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
+  // Share s is items [s * items / shares, (s + 1) * items / shares), summed into accumulator s by
+  // whichever thread runs it.
+  const std::size_t shares = std::min(ir::partial_shares, std::max<std::size_t>(g.blocks, 1));
+  pool.parallel_for(shares, 1, [&](std::size_t begin, std::size_t end, std::size_t t) {
     for (std::size_t share = begin; share < end; ++share) {
+      std::fill_n(partial(share), result, 0.0f);
       const ir::item_args args = args_for(t, share);
-      for (std::size_t item = share * g.blocks / threads_; item < (share + 1) * g.blocks / threads_; ++item) {
+      for (std::size_t item = share * g.blocks / shares; item < (share + 1) * g.blocks / shares; ++item) {
         n.prim->run_item(args, g.items, item);
         report(item, g.blocks);
       }
     }
   });
-  float* total = scratch(0) + own;  // shares of no item hold zeros
-  for (std::size_t t = 1; t < threads_; ++t) {
-    const float* other = scratch(t) + own;
+  float* total = partial(0);
+  for (std::size_t s = 1; s < shares; ++s) {
+    const float* other = partial(s);
     for (std::size_t i = 0; i < result; ++i) total[i] += other[i];
   }
   store_tile(n.dtype, total, result, storage(kr.root));
