@@ -249,8 +249,8 @@ devices)
   says tensor_two "--tensor-parallel is compiled for --devices 4 (a mesh of 2 x 2)"
   ;;
 threads)
-  # The same steps on 1 and on 3 threads give the same bytes: no sum's order depends on the thread count
-  # (the CNN's filter gradients sum their rows in shares fixed by the shapes, ir::partial_shares).
+  # The same steps on 1 and on 3 threads give the same bytes (the CNN's filter gradients sum their rows
+  # in shares fixed by the shapes, ir::partial_shares, not one a thread).
   for model in cnn mlp; do
     launcher=(env TESSEL_NUM_THREADS=1)
     run "${model}_one" 0 --epochs 1 --steps 2 --batch-size 128 --model "$model" --checkpoint-dir "${model}1"
