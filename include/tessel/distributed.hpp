@@ -16,7 +16,7 @@
 // process sends carries a fingerprint of the program, its mesh and layouts, and the sender's build and
 // kernel settings (shard_map.hpp), checked before the block is used: one started from another program,
 // flags or settings, even with collectives of the same sizes, ends the run with an error naming both
-// fingerprints. When every process runs on this host, headers and blocks of at most 64 KiB go through
+// fingerprints. When every process runs on this host, headers and blocks of at most 1 MiB go through
 // shared memory rather than MPI (the environment variable TESSEL_SHARED_MEMORY=0 turns that off).
 //
 // Only this header and the library tessel::distributed (src/distributed.cpp, linked with MPI) know MPI;
